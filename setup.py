@@ -1,0 +1,32 @@
+"""Build llmnb, compiling its numeric core with mypyc.
+
+``pip install .`` compiles the modules listed by ``compiled_modules()``; the CLI, the
+benchmark runner and the widgets stay interpreted. ``LLMNB_PURE_PYTHON=1`` skips
+compilation (editable development: a stale ``.so`` would otherwise shadow edited sources).
+The ``.py`` files are shipped either way, so notebooks can show the code.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+# Interpreted on purpose: user-facing glue, where compile time buys nothing.
+# writer.py imports gguf-py, which the isolated build environment does not have.
+INTERPRETED = {"llmnb/cli.py", "llmnb/__main__.py", "llmnb/perf/bench.py", "llmnb/gguf/writer.py"}
+INTERPRETED_DIRS = ("llmnb/widgets/", "llmnb/perf/bench")
+
+
+def compiled_modules() -> list[str]:
+    paths = sorted(p.as_posix() for p in Path("llmnb").rglob("*.py"))
+    return [p for p in paths if p not in INTERPRETED and not p.startswith(INTERPRETED_DIRS)
+            and not p.endswith("__init__.py")]
+
+
+if os.environ.get("LLMNB_PURE_PYTHON", "") in ("", "0"):
+    from mypyc.build import mypycify
+
+    setup(ext_modules=mypycify(compiled_modules(), opt_level="3"))
+else:
+    setup()
