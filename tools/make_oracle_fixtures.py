@@ -1,0 +1,690 @@
+"""Make the reference-logit fixtures in ``tests/fixtures/oracle/`` (method: reference/oracle.md).
+
+Tiny stock ``transformers`` models (``LlamaForCausalLM``, ``Qwen2ForCausalLM``) get seeded random
+weights; their logits on a fixed 12-id prompt are the references. The same weights are saved as an
+HF checkpoint (safetensors + config.json, LLaDA's own OLMo-style names for llada) and converted to
+GGUF under llama.cpp's conventions (and diffuse-cpp's ``diffuse`` convention for llada and dream).
+Tests then need only numpy and the committed files.
+
+    .venv-oracle/bin/python tools/make_oracle_fixtures.py            # write the fixtures
+    .venv-oracle/bin/python tools/make_oracle_fixtures.py --check    # regenerate and compare
+
+Needs the ``[oracle]`` extra (torch, transformers, safetensors) for the models; the conversion
+(``convert_checkpoint``) needs only numpy and gguf-py.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import gguf  # gguf-py: llama.cpp's tensor-name tables
+from llmnb.errors import EXIT_INPUT, LLMNBError
+from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGMLType
+from llmnb.gguf.reader import MetadataField
+from llmnb.gguf.writer import TensorToWrite, write_gguf
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "tests" / "fixtures" / "oracle"
+
+# --- what every fixture shares (oracle.md §4) ---------------------------------------------------
+
+PROMPT_IDS = [3, 17, 120, 42, 99, 7, 64, 127, 1, 88, 100, 31]  # includes the mask id 127
+KEY_MASK = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]                # 0 = padded key (LLaDA padding case)
+MASK_TOKEN_ID = 127
+ATOL = RTOL = 1e-4
+NEGATIVE_CONTROL = "causal_negative_control"
+NEGATIVE_CONTROL_MIN_DIFF = 0.1
+SHAPE = dict(vocab=128, hidden=32, layers=2, heads=4, ffn=64, ctx=64)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One tiny model: which stock class, its hyper-parameters, and how it is used."""
+
+    name: str
+    hf_class: str            # LlamaForCausalLM | Qwen2ForCausalLM
+    arch: str                # GGUF architecture under llama.cpp's convention
+    seed: int
+    kv_heads: int
+    eps: float
+    theta: float
+    tied: bool
+    cases: tuple[str, ...]   # reference cases stored besides the negative control
+
+
+FAMILIES = {f.name: f for f in [
+    Family("llama", "LlamaForCausalLM", "llama", 10, 2, 1e-5, 500000.0, False,
+           ("causal", "bidirectional")),
+    Family("qwen2_tied", "Qwen2ForCausalLM", "qwen2", 11, 2, 1e-6, 1e6, True, ("causal",)),
+    Family("llada", "LlamaForCausalLM", "llada", 12, 4, 1e-5, 500000.0, False,
+           ("bidirectional", "bidirectional_key_padding")),
+    Family("dream", "Qwen2ForCausalLM", "dream", 13, 2, 1e-6, 1e6, False,
+           ("bidirectional", "bidirectional_shifted")),
+]}
+
+# What each case means, for the manifest (and for the engine test that will replay it).
+CASES: dict[str, dict[str, Any]] = {
+    "causal": {"attention": "causal", "key_mask": False, "shifted": False},
+    "bidirectional": {"attention": "bidirectional", "key_mask": False, "shifted": False},
+    "bidirectional_key_padding": {"attention": "bidirectional", "key_mask": True, "shifted": False},
+    "bidirectional_shifted": {"attention": "bidirectional", "key_mask": False, "shifted": True},
+    NEGATIVE_CONTROL: {"attention": "causal", "key_mask": False, "shifted": False},
+}
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    family: str
+    outtype: str             # f32 | f16
+    convention: str          # llama.cpp | diffuse
+    references: str         # the fixture whose .npz holds this one's reference logits
+
+
+FIXTURES = [
+    Fixture("llama_f32", "llama", "f32", "llama.cpp", "llama_f32"),
+    Fixture("qwen2_tied_f32", "qwen2_tied", "f32", "llama.cpp", "qwen2_tied_f32"),
+    Fixture("llada_f32", "llada", "f32", "llama.cpp", "llada_f32"),
+    Fixture("dream_f32", "dream", "f32", "llama.cpp", "dream_f32"),
+    Fixture("llama_f16", "llama", "f16", "llama.cpp", "llama_f16"),
+    Fixture("dream_f16", "dream", "f16", "llama.cpp", "dream_f16"),
+    # Same weights and references as llada_f32 / dream_f32, written the way diffuse-cpp does.
+    Fixture("llada_diffuse_f32", "llada", "f32", "diffuse", "llada_f32"),
+    Fixture("dream_diffuse_f32", "dream", "f32", "diffuse", "dream_f32"),
+]
+
+
+class ConvertError(LLMNBError):
+    """An HF checkpoint cannot be converted (names the file, the field and what was expected)."""
+
+    exit_code = EXIT_INPUT
+
+
+# ================================================================================================
+# 1. Tiny stock models with seeded weights (torch)
+# ================================================================================================
+
+def build_model(fam: Family, outtype: str) -> Any:
+    """The stock model of `fam`, every parameter overwritten from a seeded generator (oracle §4).
+
+    Norm weights 1 + 0.2 N(0,1), biases 0.5 N(0,1), embeddings N(0,1), linear (out, in) weights
+    1.5 N(0,1)/sqrt(in): logits of std 1.4-8, so a forgotten bias or permutation always shows.
+    For f16, every 2-D weight is rounded to float16 and back before any reference is computed.
+    """
+    import torch
+    import transformers
+
+    s = SHAPE
+    common = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["ffn"],
+                  num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                  num_key_value_heads=fam.kv_heads, max_position_embeddings=s["ctx"],
+                  rms_norm_eps=fam.eps, rope_theta=fam.theta, tie_word_embeddings=fam.tied)
+    if fam.hf_class == "LlamaForCausalLM":
+        config = transformers.LlamaConfig(**common)
+    else:
+        config = transformers.Qwen2Config(**common)
+    config.architectures = [fam.hf_class]
+    model = getattr(transformers, fam.hf_class)._from_config(config, attn_implementation="eager")
+    model.eval()
+
+    g = torch.Generator().manual_seed(fam.seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # a tied lm_head is listed once (as embed_tokens)
+            z = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if name.endswith(".bias"):
+                value = 0.5 * z
+            elif p.ndim == 1:
+                value = 1.0 + 0.2 * z
+            elif "embed_tokens" in name:
+                value = z
+            else:
+                value = 1.5 * z / math.sqrt(p.shape[1])
+            if outtype == "f16" and p.ndim == 2:
+                value = value.half().float()
+            p.copy_(value)
+    if fam.tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+        raise RuntimeError("qwen2_tied: lm_head is not tied to embed_tokens")
+    return model
+
+
+# ================================================================================================
+# 2. Reference logits (oracle §5)
+# ================================================================================================
+
+def reference_logits(model: Any, fam: Family) -> dict[str, npt.NDArray[np.float32]]:
+    """The cases of `fam` plus ``causal_negative_control``, each (12, vocab) float32.
+
+    Bidirectional = an additive all-zero 4-D mask (works on transformers 4.46 and 5.x); key
+    padding = float32 min in the padded key columns; Dream's shifted view is derived from the
+    raw bidirectional logits, never from a modified model.
+    """
+    import torch
+
+    ids = torch.tensor([PROMPT_IDS])
+    n = len(PROMPT_IDS)
+
+    def run(mask: Any = None) -> npt.NDArray[np.float32]:
+        with torch.no_grad():
+            out = model(ids, attention_mask=mask).logits[0]
+        return np.ascontiguousarray(out.float().numpy(), dtype=np.float32)  # (12, vocab)
+
+    zero = torch.zeros(1, 1, n, n)                                 # (B, 1, T, T), 0 = attend
+    padded = zero.clone()
+    padded[..., torch.tensor(KEY_MASK) == 0] = torch.finfo(torch.float32).min
+    causal = run()
+    bidirectional = run(zero)
+    out: dict[str, npt.NDArray[np.float32]] = {}
+    for case in fam.cases:
+        if case == "causal":
+            out[case] = causal
+        elif case == "bidirectional":
+            out[case] = bidirectional
+        elif case == "bidirectional_key_padding":
+            out[case] = run(padded)
+        elif case == "bidirectional_shifted":
+            out[case] = np.concatenate([bidirectional[:1], bidirectional[:-1]])
+        else:
+            raise ValueError(f"unknown case {case!r}")
+    out[NEGATIVE_CONTROL] = causal
+    return out
+
+
+# ================================================================================================
+# 3. The HF checkpoint on disk (safetensors + config.json)
+# ================================================================================================
+
+# HF Llama name -> LLaDA's OLMo-style name (oracle §3): ff_proj = gate, up_proj = up, ff_out = down.
+_LLADA_BLOCK = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj",
+    "self_attn.v_proj": "v_proj", "self_attn.o_proj": "attn_out",
+    "post_attention_layernorm": "ff_norm", "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj",
+    "mlp.down_proj": "ff_out",
+}
+
+
+def llada_name(hf_name: str) -> str:
+    """``model.layers.N.mlp.gate_proj.weight`` -> ``model.transformer.blocks.N.ff_proj.weight``."""
+    top = {"model.embed_tokens.weight": "model.transformer.wte.weight",
+           "model.norm.weight": "model.transformer.ln_f.weight",
+           "lm_head.weight": "model.transformer.ff_out.weight"}
+    if hf_name in top:
+        return top[hf_name]
+    _, _, layer, rest = hf_name.split(".", 3)          # model, layers, N, <module>.<param>
+    module, param = rest.rsplit(".", 1)
+    return f"model.transformer.blocks.{layer}.{_LLADA_BLOCK[module]}.{param}"
+
+
+def save_checkpoint(model: Any, fam: Family, out_dir: Path) -> None:
+    """Write ``model.safetensors`` + ``config.json`` as the family's own checkpoints look.
+
+    llama, qwen2_tied: transformers' config (5.x writes ``rope_parameters``); llada: OLMo-style
+    names and LLaDA config keys; dream: Qwen2 names, Dream's config keys (top-level rope_theta).
+    A tied state dict is saved without ``lm_head.weight`` (as transformers does).
+    """
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
+             if not (fam.tied and k == "lm_head.weight")}
+    s = SHAPE
+    if fam.name == "llada":
+        state = {llada_name(k): v for k, v in state.items()}
+        config: dict[str, Any] = {
+            "architectures": ["LLaDAModelLM"], "model_type": "llada", "activation_type": "silu",
+            "d_model": s["hidden"], "n_layers": s["layers"], "n_heads": s["heads"],
+            "n_kv_heads": fam.kv_heads, "mlp_hidden_size": s["ffn"],
+            "max_sequence_length": s["ctx"], "vocab_size": s["vocab"],
+            "embedding_size": s["vocab"], "layer_norm_type": "rms", "rms_norm_eps": fam.eps,
+            "rope": True, "rope_theta": fam.theta, "include_bias": False,
+            "include_qkv_bias": False, "weight_tying": False, "mask_token_id": MASK_TOKEN_ID,
+        }
+    elif fam.name == "dream":
+        config = {
+            "architectures": ["DreamModel"], "model_type": "Dream", "hidden_act": "silu",
+            "hidden_size": s["hidden"], "num_hidden_layers": s["layers"],
+            "num_attention_heads": s["heads"], "num_key_value_heads": fam.kv_heads,
+            "intermediate_size": s["ffn"], "max_position_embeddings": s["ctx"],
+            "vocab_size": s["vocab"], "rms_norm_eps": fam.eps, "rope_theta": fam.theta,
+            "tie_word_embeddings": False, "mask_token_id": MASK_TOKEN_ID,
+        }
+    else:
+        config = json.loads(model.config.to_json_string())
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+# ================================================================================================
+# 4. HF checkpoint -> GGUF (numpy + gguf-py only; `llmnb convert` will absorb this)
+# ================================================================================================
+
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+
+def read_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
+    """Every tensor of one ``.safetensors`` file as float32 (BF16 widened exactly).
+
+    Format: u64 header length, a JSON header {name: {dtype, shape, data_offsets}}, raw data.
+    """
+    blob = path.read_bytes()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    base = 8 + n
+    out: dict[str, npt.NDArray[np.float32]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ConvertError(f"{path}: tensor {name!r}: expected dtype F32/F16/BF16/F64, "
+                               f"got {info['dtype']}")
+        start, end = info["data_offsets"]
+        a = np.frombuffer(blob, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
+                          offset=base + start)
+        if info["dtype"] == "BF16":     # bfloat16 = the top 16 bits of a float32
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = a.astype(np.float32).reshape(info["shape"])
+    return out
+
+
+def read_checkpoint(hf_dir: Path) -> dict[str, npt.NDArray[np.float32]]:
+    """All tensors of ``model.safetensors`` or of the shards listed in its ``.index.json``."""
+    index = hf_dir / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (hf_dir / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        raise ConvertError(f"{hf_dir}: expected model.safetensors or "
+                           "model.safetensors.index.json")
+    tensors: dict[str, npt.NDArray[np.float32]] = {}
+    for f in files:
+        tensors.update(read_safetensors(hf_dir / f))
+    return tensors
+
+
+@dataclass(frozen=True)
+class HParams:
+    """The hyper-parameters a GGUF needs, from any of the config.json dialects."""
+
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_ctx: int
+    eps: float
+    theta: float
+    tied: bool
+    mask_token_id: int | None
+
+
+def read_hparams(config_path: Path) -> HParams:
+    """HF (``hidden_size`` ...) or LLaDA/OLMo (``d_model`` ...) keys; ``rope_theta`` at top
+    level (transformers 4, LLaDA, Dream) or in ``rope_parameters`` (transformers >= 5)."""
+    c = json.loads(config_path.read_text())
+
+    def get(*keys: str, default: Any = None) -> Any:
+        for k in keys:
+            if c.get(k) is not None:
+                return c[k]
+        if default is None:
+            raise ConvertError(f"{config_path}: expected one of {', '.join(keys)}")
+        return default
+
+    theta = c.get("rope_theta")
+    if theta is None:
+        theta = (c.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+    n_head = int(get("num_attention_heads", "n_heads"))
+    return HParams(
+        n_layer=int(get("num_hidden_layers", "n_layers")),
+        n_embd=int(get("hidden_size", "d_model")),
+        n_head=n_head,
+        n_head_kv=int(get("num_key_value_heads", "n_kv_heads", default=n_head)),
+        n_ff=int(get("intermediate_size", "mlp_hidden_size")),
+        n_ctx=int(get("max_position_embeddings", "max_sequence_length", default=4096)),
+        eps=float(get("rms_norm_eps", "layer_norm_eps", default=1e-5)),
+        theta=float(theta),
+        tied=bool(get("tie_word_embeddings", "weight_tying", default=False)),
+        mask_token_id=None if c.get("mask_token_id") is None else int(c["mask_token_id"]),
+    )
+
+
+def permute_qk(w: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
+    """HF half-split rows -> ggml NORM-rope interleaved rows, per head (oracle §6.1).
+
+    New row h*d + 2i + j = old row h*d + j*d/2 + i. Works on a weight (rows, n_in) or a bias.
+    """
+    return w.reshape(n_head, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute_qk(w: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
+    """The inverse of ``permute_qk``: interleaved rows back to the HF half-split layout."""
+    return w.reshape(n_head, -1, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+ARCHS = ("llama", "qwen2", "llada", "dream")
+_PERMUTED = ("llama", "llada")      # llama.cpp rotates adjacent pairs for these (NORM rope)
+_DIFFUSION = ("llada", "dream")
+_FILE_TYPE = {"f32": 0, "f16": 1}   # general.file_type: ALL_F32, MOSTLY_F16
+
+
+def _u32(key: str, v: int) -> MetadataField:
+    return MetadataField(key, UINT32, int(v))
+
+
+def _f32(key: str, v: float) -> MetadataField:
+    return MetadataField(key, FLOAT32, float(v))
+
+
+def _gguf_order(name: str) -> tuple[int, int, str]:
+    """token_embd, then blocks in order, then output_norm, output."""
+    if name.startswith("blk."):
+        return (1, int(name.split(".")[1]), name)
+    return (0 if name.startswith("token_embd") else 2, 0, name)
+
+
+def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str],
+                       arch: str, outtype: str = "f32", convention: str = "llama.cpp",
+                       name: str | None = None) -> None:
+    """Convert an HF checkpoint (safetensors + config.json) of `arch` to GGUF.
+
+    ``convention="llama.cpp"``: arch `arch`, keys under ``{arch}.``, Q/K rows permuted for
+    llama/llada, ``{arch}.attention.causal = false`` + ``diffusion.shift_logits`` +
+    ``tokenizer.ggml.mask_token_id`` for llada/dream, a synthetic ``<tokN>`` vocabulary.
+    ``convention="diffuse"`` (llada/dream only; diffuse-cpp.md §2): arch ``diffuse``, keys under
+    ``diffuse.``, ``diffuse.model_type``, ``diffuse.mask_token_id``, nothing permuted, no tokenizer.
+    ``outtype`` f16 stores 2-D weights as F16 and keeps 1-D norms and biases F32 (ggml convention).
+    A tied checkpoint (``tie_word_embeddings``/``weight_tying``) gets no ``output.weight``.
+    """
+    hf = Path(hf_dir)
+    if arch not in ARCHS:
+        raise ConvertError(f"{hf}: --arch: expected one of {', '.join(ARCHS)}, got {arch!r}")
+    if outtype not in _FILE_TYPE:
+        raise ConvertError(f"{hf}: --outtype: expected f32 or f16, got {outtype!r}")
+    if convention not in ("llama.cpp", "diffuse"):
+        raise ConvertError(f"{hf}: convention: expected llama.cpp or diffuse, got {convention!r}")
+    if convention == "diffuse" and arch not in _DIFFUSION:
+        raise ConvertError(f"{hf}: the diffuse convention holds llada or dream, got {arch!r}")
+    hp = read_hparams(hf / "config.json")
+    source = read_checkpoint(hf)
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], hp.n_layer)
+    permute = convention == "llama.cpp" and arch in _PERMUTED
+
+    tensors: list[TensorToWrite] = []
+    for src_name, w in source.items():
+        if src_name.endswith("rotary_emb.inv_freq"):
+            continue
+        if hp.tied and src_name == "lm_head.weight":
+            continue  # tied: the loader falls back to token_embd.weight
+        dst = name_map.get_name(src_name, try_suffixes=(".weight", ".bias"))
+        if dst is None:
+            raise ConvertError(f"{hf}: tensor {src_name!r}: expected a name llama.cpp maps "
+                               f"for {arch}")
+        if permute and (".attn_q." in dst or ".attn_k." in dst):
+            w = permute_qk(w, hp.n_head if ".attn_q." in dst else hp.n_head_kv)
+        if outtype == "f16" and w.ndim == 2:
+            tensors.append(TensorToWrite(dst, w.astype(np.float16), GGMLType.F16, w.shape))
+        else:
+            tensors.append(TensorToWrite(dst, w.astype(np.float32), GGMLType.F32, w.shape))
+    tensors.sort(key=lambda t: _gguf_order(t.name))
+    n_vocab = int(source_shape(tensors, "token_embd.weight")[0])
+
+    gguf_arch = "diffuse" if convention == "diffuse" else arch
+    p = f"{gguf_arch}."
+    fields = [MetadataField("general.name", STRING, name or f"{arch}-{hf.name}")]
+    if convention == "llama.cpp":
+        fields.append(_u32("general.file_type", _FILE_TYPE[outtype]))
+    fields += [
+        _u32(p + "context_length", hp.n_ctx), _u32(p + "embedding_length", hp.n_embd),
+        _u32(p + "block_count", hp.n_layer), _u32(p + "feed_forward_length", hp.n_ff),
+        _u32(p + "attention.head_count", hp.n_head),
+        _u32(p + "attention.head_count_kv", hp.n_head_kv),
+        _f32(p + "rope.freq_base", hp.theta), _f32(p + "attention.layer_norm_rms_epsilon", hp.eps),
+    ]
+    if convention == "llama.cpp":
+        fields += [_u32(p + "rope.dimension_count", hp.n_embd // hp.n_head),
+                   _u32(p + "vocab_size", n_vocab)]
+    else:
+        fields.append(_u32(p + "vocab_size", n_vocab))
+    if arch in _DIFFUSION:
+        if hp.mask_token_id is None:
+            raise ConvertError(f"{hf / 'config.json'}: mask_token_id: expected the mask id of "
+                               f"a {arch} checkpoint")
+        if convention == "llama.cpp":
+            fields += [MetadataField(p + "attention.causal", BOOL, False),
+                       MetadataField("diffusion.shift_logits", BOOL, arch == "dream"),
+                       _u32("tokenizer.ggml.mask_token_id", hp.mask_token_id)]
+        else:
+            fields += [_u32(p + "mask_token_id", hp.mask_token_id),
+                       MetadataField(p + "model_type", STRING, arch)]
+    if convention == "llama.cpp":
+        fields += synthetic_vocab(n_vocab)
+    write_gguf(out_path, gguf_arch, fields, tensors)
+
+
+def source_shape(tensors: list[TensorToWrite], name: str) -> tuple[int, ...]:
+    for t in tensors:
+        if t.name == name:
+            return t.shape
+    raise ConvertError(f"checkpoint: expected a tensor that maps to {name!r}")
+
+
+def synthetic_vocab(n_vocab: int) -> list[MetadataField]:
+    """``<tok0>`` ... : a vocabulary that keeps strict loaders (llama.cpp) happy."""
+    return [
+        MetadataField("tokenizer.ggml.model", STRING, "llama"),
+        MetadataField("tokenizer.ggml.tokens", ARRAY, [f"<tok{i}>" for i in range(n_vocab)],
+                      STRING),
+        MetadataField("tokenizer.ggml.scores", ARRAY, np.zeros(n_vocab, np.float32), FLOAT32),
+        MetadataField("tokenizer.ggml.token_type", ARRAY, np.ones(n_vocab, np.int32), INT32),
+    ]
+
+
+# ================================================================================================
+# 5. Writing the fixture set
+# ================================================================================================
+
+def write_npz(path: Path, arrays: dict[str, npt.NDArray[np.float32]]) -> None:
+    """``np.savez`` with fixed zip timestamps, so equal arrays give byte-equal files."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for key in sorted(arrays):
+            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with z.open(info, "w") as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arrays[key]),
+                                          allow_pickle=False)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def versions() -> dict[str, str]:
+    import safetensors
+    import torch
+    import transformers
+    from importlib.metadata import version
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "safetensors": safetensors.__version__, "gguf": version("gguf"),
+            "numpy": np.__version__}
+
+
+def expected_keys(fix: Fixture, fam: Family) -> dict[str, Any]:
+    """The metadata a loader needs to run the fixture right, as the GGUF must state it."""
+    if fix.convention == "diffuse":
+        return {"general.architecture": "diffuse", "diffuse.model_type": fam.arch,
+                "diffuse.mask_token_id": MASK_TOKEN_ID,
+                "diffuse.attention.head_count_kv": fam.kv_heads}
+    keys: dict[str, Any] = {"general.architecture": fam.arch,
+                            "general.file_type": _FILE_TYPE[fix.outtype],
+                            f"{fam.arch}.attention.head_count_kv": fam.kv_heads}
+    if fam.arch in _DIFFUSION:
+        keys.update({f"{fam.arch}.attention.causal": False,
+                     "diffusion.shift_logits": fam.arch == "dream",
+                     "tokenizer.ggml.mask_token_id": MASK_TOKEN_ID})
+    return keys
+
+
+def make_fixtures(out: Path, keep_checkpoints: Path | None = None) -> dict[str, Any]:
+    """Build every model, write every ``.gguf``/``.npz`` and ``manifest.json`` into `out`."""
+    import torch
+
+    torch.set_num_threads(1)  # one summation order, whatever the machine
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_fixtures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="oracle-ckpt-") as tmp:
+        ckpt_root = keep_checkpoints or Path(tmp)
+        refs: dict[str, dict[str, npt.NDArray[np.float32]]] = {}
+        for fix in FIXTURES:
+            fam = FAMILIES[fix.family]
+            ckpt = ckpt_root / f"{fam.name}_{fix.outtype}"
+            if fix.references == fix.name:
+                model = build_model(fam, fix.outtype)
+                refs[fix.name] = reference_logits(model, fam)
+                write_npz(out / f"{fix.name}.npz", refs[fix.name])
+                save_checkpoint(model, fam, ckpt)
+            gguf_path = out / f"{fix.name}.gguf"
+            convert_checkpoint(ckpt, gguf_path, fam.arch, fix.outtype, fix.convention,
+                               name=f"llmnb-oracle-{fix.name}")
+            diffusion = fam.arch in _DIFFUSION
+            manifest_fixtures[fix.name] = {
+                "gguf": gguf_path.name, "npz": f"{fix.references}.npz",
+                "family": fam.name, "hf_class": fam.hf_class,
+                "arch": "diffuse" if fix.convention == "diffuse" else fam.arch,
+                "model_type": fam.arch, "convention": fix.convention, "outtype": fix.outtype,
+                "seed": fam.seed, "qk_permuted": fix.convention == "llama.cpp"
+                and fam.arch in _PERMUTED,
+                "tied": fam.tied, "has_output_weight": not fam.tied,
+                "config": {"vocab": SHAPE["vocab"], "hidden": SHAPE["hidden"],
+                           "layers": SHAPE["layers"], "heads": SHAPE["heads"],
+                           "kv_heads": fam.kv_heads, "head_dim": SHAPE["hidden"] // SHAPE["heads"],
+                           "ffn": SHAPE["ffn"], "ctx": SHAPE["ctx"], "rms_eps": fam.eps,
+                           "rope_theta": fam.theta},
+                "cases": {c: CASES[c] for c in fam.cases},
+                "causal": not diffusion, "shift_logits": fam.arch == "dream",
+                "mask_token_id": MASK_TOKEN_ID if diffusion else None,
+                "metadata": expected_keys(fix, fam),
+                "sha256": sha256(gguf_path), "npz_sha256": sha256(out / f"{fix.references}.npz"),
+                "bytes": gguf_path.stat().st_size,
+            }
+            print(f"  {fix.name:<18} {gguf_path.stat().st_size:>7} B  "
+                  f"cases {', '.join(fam.cases)}", file=sys.stderr)
+    manifest = {
+        "about": "Reference logits for llmnb's forward passes; made by "
+                 "tools/make_oracle_fixtures.py (method: oracle.md). Generated data.",
+        "prompt_ids": PROMPT_IDS, "key_mask": KEY_MASK, "mask_token_id": MASK_TOKEN_ID,
+        "tolerance": {"atol": ATOL, "rtol": RTOL},
+        "negative_control": {"case": NEGATIVE_CONTROL, "min_max_abs_diff":
+                             NEGATIVE_CONTROL_MIN_DIFF},
+        "logits_shape": [len(PROMPT_IDS), SHAPE["vocab"]],
+        "versions": versions(), "fixtures": manifest_fixtures,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+# ================================================================================================
+# 6. --check: regenerate and compare within tolerance
+# ================================================================================================
+
+def _gguf_contents(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[np.float32]],
+                                        dict[str, tuple[int, tuple[int, ...]]]]:
+    from llmnb.gguf import open as open_gguf
+
+    with open_gguf(path) as f:
+        meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                for k, v in f.metadata.items()}
+        types = {n: (t.ggml_type, t.shape) for n, t in f.tensors.items()}
+        data: dict[str, npt.NDArray[np.float32]] = {}
+        for n, t in f.tensors.items():
+            dt = np.float16 if t.ggml_type == GGMLType.F16 else np.float32
+            data[n] = f.raw(n).view(dt).astype(np.float32).reshape(t.shape)
+    return meta, data, types
+
+
+def check(committed: Path) -> list[str]:
+    """Regenerate into a temp folder; list every difference beyond tolerance (empty = pass)."""
+    problems: list[str] = []
+    old = json.loads((committed / "manifest.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="oracle-check-") as tmp:
+        new = make_fixtures(Path(tmp))
+        if sorted(old["fixtures"]) != sorted(new["fixtures"]):
+            problems.append(f"fixture set: committed {sorted(old['fixtures'])}, "
+                            f"regenerated {sorted(new['fixtures'])}")
+        for key in ("prompt_ids", "key_mask", "mask_token_id", "tolerance", "logits_shape"):
+            if old.get(key) != new[key]:
+                problems.append(f"manifest {key}: committed {old.get(key)}, now {new[key]}")
+        compared: set[str] = set()
+        for name, nf in new["fixtures"].items():
+            of = old["fixtures"].get(name)
+            if of is None:
+                continue
+            skip = ("sha256", "npz_sha256", "bytes")
+            for k in nf:
+                if k not in skip and of.get(k) != nf[k]:
+                    problems.append(f"{name}: manifest {k}: committed {of.get(k)}, now {nf[k]}")
+            if of["sha256"] != nf["sha256"]:
+                print(f"  {name}: GGUF not byte-identical; comparing values", file=sys.stderr)
+            om, od, ot = _gguf_contents(committed / of["gguf"])
+            nm, nd, nt = _gguf_contents(Path(tmp) / nf["gguf"])
+            if om != nm:
+                diff = sorted(k for k in set(om) | set(nm) if om.get(k) != nm.get(k))
+                problems.append(f"{name}.gguf: metadata differs in {diff}")
+            if ot != nt:
+                problems.append(f"{name}.gguf: tensor names, types or shapes differ")
+            for t in sorted(set(od) & set(nd)):
+                if od[t].shape == nd[t].shape and not np.allclose(od[t], nd[t], ATOL, RTOL):
+                    problems.append(f"{name}.gguf: tensor {t} differs by "
+                                    f"{float(np.abs(od[t] - nd[t]).max()):.3g}")
+            if of["npz"] in compared:
+                continue  # a diffuse fixture shares its parent's references
+            compared.add(of["npz"])
+            with np.load(committed / of["npz"]) as a, np.load(Path(tmp) / nf["npz"]) as b:
+                if sorted(a.files) != sorted(b.files):
+                    problems.append(f"{of['npz']}: cases {sorted(a.files)} vs {sorted(b.files)}")
+                for case in sorted(set(a.files) & set(b.files)):
+                    ok = a[case].shape == b[case].shape and np.allclose(a[case], b[case],
+                                                                         rtol=RTOL, atol=ATOL)
+                    if not ok:
+                        d = (float(np.abs(a[case] - b[case]).max())
+                             if a[case].shape == b[case].shape else float("nan"))
+                        problems.append(f"{of['npz']}: case {case} differs by {d:.3g}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="fixture folder "
+                    "(default tests/fixtures/oracle)")
+    ap.add_argument("--check", action="store_true", help="regenerate into a temp folder and "
+                    "compare with the fixtures in --out within atol = rtol = 1e-4")
+    ap.add_argument("--keep-checkpoints", type=Path, help="also keep the intermediate HF "
+                    "checkpoints (safetensors + config.json) in this folder")
+    args = ap.parse_args(argv)
+    if args.check:
+        problems = check(args.out)
+        for p in problems:
+            print(f"MISMATCH {p}", file=sys.stderr)
+        print("check: " + ("OK, all fixtures reproduce within tolerance" if not problems
+                           else f"{len(problems)} mismatches"), file=sys.stderr)
+        return 1 if problems else 0
+    manifest = make_fixtures(args.out, args.keep_checkpoints)
+    total = sum((args.out / f).stat().st_size for f in os.listdir(args.out))
+    print(f"wrote {len(manifest['fixtures'])} fixtures to {args.out} ({total} bytes)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
