@@ -1,6 +1,12 @@
-"""llmnb: CPU LLM inference, taught in notebooks and run for real on GGUF models."""
-from llmnb import gguf
+"""llmnb: CPU LLM inference, taught in notebooks and run for real on GGUF models.
+
+The public names (see README.md): ``llmnb.gguf.open``, ``llmnb.quant.dequantize`` /
+``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.threads``.
+"""
+from llmnb import gguf, hub, quant
 from llmnb.errors import LLMNBError
+from llmnb.model import Model, load
+from llmnb.perf.threads import threads
 
 __version__ = "0.1.0"
-__all__ = ["LLMNBError", "gguf"]
+__all__ = ["LLMNBError", "Model", "gguf", "hub", "load", "quant", "threads"]

@@ -21,7 +21,7 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -64,7 +64,7 @@ class MetadataField:
 
     key: str
     value_type: int
-    value: object
+    value: Any  # (mypyc cannot compile a dataclass field annotated `object`)
     item_type: int | None = None
 
 

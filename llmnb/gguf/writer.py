@@ -62,7 +62,7 @@ def write_gguf(path: str | os.PathLike[str], arch: str, fields: Iterable[Metadat
             if f.key == "general.architecture":
                 continue
             if f.key == "general.alignment":
-                w.add_custom_alignment(int(f.value))  # type: ignore[call-overload]
+                w.add_custom_alignment(int(f.value))
                 continue
             value: Any = f.value
             if f.value_type == ARRAY and isinstance(value, np.ndarray):
