@@ -85,9 +85,11 @@ def cmd_tokenize(a: argparse.Namespace) -> int:
 
 
 def cmd_quantize(a: argparse.Namespace) -> int:
+    from llmnb.hub import resolve
     from llmnb.quant.gguf_file import quantize_file
 
-    quantize_file(a.input, a.output, a.type, progress=_progress_bar("quantize", unit="tensor"))
+    quantize_file(resolve(a.input), a.output, a.type,
+                  progress=_progress_bar("quantize", unit="tensor"))
     print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes)", file=sys.stderr)
     return EXIT_OK
 
@@ -158,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_tokenize)
 
     s = sub.add_parser("quantize", help="write a quantized copy of a GGUF (e.g. Q4_K_M, Q8_0)")
-    s.add_argument("input", metavar="IN")
+    s.add_argument("input", metavar="IN", help="a .gguf file or a hub name")
     s.add_argument("output", metavar="OUT")
     s.add_argument("type", metavar="TYPE",
                    help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")

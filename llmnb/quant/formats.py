@@ -1,0 +1,156 @@
+"""The registry of block formats, and ``dequantize`` / ``quantize`` over it.
+
+One ``QuantFormat`` per ggml type: elements and bytes per block (ggml's ``ggml_type_traits``,
+the same table as gguf-py's ``GGML_QUANT_SIZES``) and the numpy kernels that convert it.
+``dequantize`` checks the byte count against the shape before touching the data, so a bad
+tensor fails with a ``QuantError`` naming the type and the sizes, never with a reshape error.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.errors import EXIT_MODEL, LLMNBError
+from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGML_TYPE_IDS, GGMLType, type_name
+from llmnb.quant import float_types, kquants_dequant, kquants_quant, legacy_dequant, legacy_quant
+from llmnb.quant.chunked import DequantKernel, QuantKernel, dequantize_blocks, quantize_blocks
+
+U8 = npt.NDArray[np.uint8]
+F32 = npt.NDArray[np.float32]
+
+
+class QuantError(LLMNBError):
+    """A tensor type llmnb cannot convert, or bytes that do not fit the declared shape."""
+
+    exit_code = EXIT_MODEL
+
+
+class QuantFormat:
+    """One ggml tensor type: block geometry and its kernels (None where llmnb has none)."""
+
+    def __init__(self, ggml_type: int, dequant_kernel: DequantKernel | None = None,
+                 quant_kernel: QuantKernel | None = None,
+                 dequant_flat: Callable[[U8], F32] | None = None,
+                 quant_flat: Callable[[F32], U8] | None = None) -> None:
+        self.ggml_type = ggml_type
+        self.name = type_name(ggml_type)
+        self.block_size, self.type_size = GGML_BLOCK_SIZES[ggml_type]
+        self.dequant_kernel = dequant_kernel
+        self.quant_kernel = quant_kernel
+        self.dequant_flat = dequant_flat     # one-element "blocks" (F32, F16, BF16)
+        self.quant_flat = quant_flat
+
+    @property
+    def bits_per_weight(self) -> float:
+        return 8.0 * self.type_size / self.block_size
+
+    @property
+    def can_dequantize(self) -> bool:
+        return self.dequant_kernel is not None or self.dequant_flat is not None
+
+    @property
+    def can_quantize(self) -> bool:
+        return self.quant_kernel is not None or self.quant_flat is not None
+
+
+FORMATS: dict[int, QuantFormat] = {
+    f.ggml_type: f for f in [
+        QuantFormat(GGMLType.F32, dequant_flat=float_types.dequantize_f32,
+                    quant_flat=float_types.quantize_f32),
+        QuantFormat(GGMLType.F16, dequant_flat=float_types.dequantize_f16,
+                    quant_flat=float_types.quantize_f16),
+        QuantFormat(GGMLType.BF16, dequant_flat=float_types.dequantize_bf16,
+                    quant_flat=float_types.quantize_bf16),
+        QuantFormat(GGMLType.Q4_0, legacy_dequant.q4_0_kernel, legacy_quant.q4_0_kernel),
+        QuantFormat(GGMLType.Q4_1, legacy_dequant.q4_1_kernel, legacy_quant.q4_1_kernel),
+        QuantFormat(GGMLType.Q5_0, legacy_dequant.q5_0_kernel, legacy_quant.q5_0_kernel),
+        QuantFormat(GGMLType.Q5_1, legacy_dequant.q5_1_kernel, legacy_quant.q5_1_kernel),
+        QuantFormat(GGMLType.Q8_0, legacy_dequant.q8_0_kernel, legacy_quant.q8_0_kernel),
+        QuantFormat(GGMLType.Q2_K, kquants_dequant.q2_k_kernel),
+        QuantFormat(GGMLType.Q3_K, kquants_dequant.q3_k_kernel),
+        QuantFormat(GGMLType.Q4_K, kquants_dequant.q4_k_kernel, kquants_quant.q4_k_kernel),
+        QuantFormat(GGMLType.Q5_K, kquants_dequant.q5_k_kernel, kquants_quant.q5_k_kernel),
+        QuantFormat(GGMLType.Q6_K, kquants_dequant.q6_k_kernel, kquants_quant.q6_k_kernel),
+    ]
+}
+
+
+def supported(what: str) -> str:
+    names = [f.name for f in FORMATS.values()
+             if (f.can_dequantize if what == "dequantize" else f.can_quantize)]
+    return ", ".join(names)
+
+
+def format_of(ggml_type: int | str, what: str) -> QuantFormat:
+    """The registry entry for a type id or name ('Q4_K'), or QuantError naming what is supported."""
+    tid = GGML_TYPE_IDS.get(ggml_type.upper(), -1) if isinstance(ggml_type, str) else int(ggml_type)
+    fmt = FORMATS.get(tid)
+    ok = fmt is not None and (fmt.can_dequantize if what == "dequantize" else fmt.can_quantize)
+    if fmt is None or not ok:
+        shown = ggml_type if isinstance(ggml_type, str) else type_name(tid)
+        raise QuantError(f"cannot {what} tensor type {shown}: expected one of {supported(what)}")
+    return fmt
+
+
+def bits_per_weight(ggml_type: int | str) -> float:
+    """Storage bits per element of a ggml type, scales included (Q4_0: 4.5, Q4_K: 4.5, Q6_K: 6.5625)."""
+    tid = GGML_TYPE_IDS.get(ggml_type.upper(), -1) if isinstance(ggml_type, str) else int(ggml_type)
+    if tid not in GGML_BLOCK_SIZES:
+        raise QuantError(f"unknown tensor type {ggml_type!r}: expected a ggml type name or id")
+    block, size = GGML_BLOCK_SIZES[tid]
+    return 8.0 * size / block
+
+
+def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequence[int]) -> F32:
+    """Raw ggml bytes of one tensor -> float32 array of `shape` (numpy order, rows last).
+
+    `raw` is any uint8 array (a memory-mapped view is fine) holding exactly the bytes of
+    `shape` in `ggml_type`. Non-finite scales follow IEEE arithmetic (NaN/Inf propagate),
+    exactly as in ggml and gguf-py. F32 returns a view of `raw`."""
+    fmt = format_of(ggml_type, "dequantize")
+    dims = tuple(int(s) for s in shape)
+    n = 1
+    for s in dims:
+        if s < 0:
+            raise QuantError(f"{fmt.name} tensor: negative dimension in shape {dims}")
+        n *= s
+    if dims and dims[-1] % fmt.block_size:
+        raise QuantError(f"{fmt.name} tensor of shape {dims}: the row length {dims[-1]} must be "
+                         f"a multiple of the block size {fmt.block_size}")
+    expected = n // fmt.block_size * fmt.type_size
+    data = np.asarray(raw)
+    if data.dtype != np.uint8:
+        raise QuantError(f"{fmt.name} tensor: expected raw uint8 bytes, got dtype {data.dtype}")
+    if data.size != expected:
+        raise QuantError(f"{fmt.name} tensor of shape {dims}: expected {expected} bytes "
+                         f"({n} elements at {fmt.type_size} bytes per {fmt.block_size}), got {data.size}")
+    flat = np.ascontiguousarray(data).reshape(-1)
+    if fmt.dequant_flat is not None:
+        return fmt.dequant_flat(flat).reshape(dims)
+    assert fmt.dequant_kernel is not None
+    blocks = flat.reshape(-1, fmt.type_size)                          # (n_blocks, type_size)
+    return dequantize_blocks(fmt.dequant_kernel, blocks, fmt.block_size).reshape(dims)
+
+
+def quantize(x: npt.NDArray[np.generic], ggml_type: int | str) -> U8:
+    """float array -> raw ggml bytes (uint8, shape (*x.shape[:-1], row bytes)).
+
+    Rows (the last axis) must be a multiple of the block size, and the values finite
+    (ggml's quantizers have no defined result for NaN/Inf)."""
+    fmt = format_of(ggml_type, "quantize")
+    data = np.ascontiguousarray(x, dtype=np.float32)
+    shape = data.shape if data.ndim else (1,)
+    if shape[-1] % fmt.block_size:
+        raise QuantError(f"cannot quantize shape {shape} to {fmt.name}: the row length "
+                         f"{shape[-1]} must be a multiple of {fmt.block_size}")
+    row_bytes = shape[-1] // fmt.block_size * fmt.type_size
+    if fmt.quant_flat is not None:
+        return fmt.quant_flat(data).reshape(*shape[:-1], row_bytes)
+    if not bool(np.isfinite(data).all()):
+        raise QuantError(f"cannot quantize to {fmt.name}: the input holds NaN or Inf")
+    assert fmt.quant_kernel is not None
+    blocks = data.reshape(-1, fmt.block_size)                         # (n_blocks, block_size)
+    raw = quantize_blocks(fmt.quant_kernel, blocks, fmt.block_size, fmt.type_size)
+    return raw.reshape(*shape[:-1], row_bytes)
