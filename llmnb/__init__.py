@@ -1,12 +1,15 @@
 """llmnb: CPU LLM inference, taught in notebooks and run for real on GGUF models.
 
 The public names (see README.md): ``llmnb.gguf.open``, ``llmnb.quant.dequantize`` /
-``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.threads``.
+``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with ``llmnb.Greedy`` /
+``llmnb.Sampler``, ``llmnb.perplexity``, ``llmnb.threads``.
 """
 from llmnb import gguf, hub, quant
+from llmnb.ar import Greedy, Sampler, generate, perplexity
 from llmnb.errors import LLMNBError
 from llmnb.model import Model, load
 from llmnb.perf.threads import threads
 
 __version__ = "0.1.0"
-__all__ = ["LLMNBError", "Model", "gguf", "hub", "load", "quant", "threads"]
+__all__ = ["Greedy", "LLMNBError", "Model", "Sampler", "generate", "gguf", "hub", "load",
+           "perplexity", "quant", "threads"]

@@ -84,6 +84,72 @@ def cmd_tokenize(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sampler(a: argparse.Namespace) -> object:
+    from llmnb.ar import Greedy, Sampler
+
+    if a.temp == 0.0:
+        return Greedy()
+    return Sampler(temperature=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed)
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from llmnb.ar import Sampler, generate
+    from llmnb.model import load
+    from llmnb.perf.threads import threads
+
+    with threads(a.threads):
+        model = load(a.model, tokenizer=a.tokenizer)
+        sampler = _sampler(a)
+        assert isinstance(sampler, Sampler)
+        stream = None if a.json else _stream_out(a.raw)
+        r = generate(model, a.prompt, max_new_tokens=a.n, sampler=sampler, chat=a.chat,
+                     system=a.system, stop=a.stop or (), on_text=stream)
+    s = r.stats
+    if a.json:
+        print(json.dumps({"prompt": a.prompt, "prompt_ids": r.prompt_ids, "ids": r.tokens,
+                          "text": r.text, "stop_reason": r.stop_reason, "stats": s.to_json()},
+                         ensure_ascii=False))
+    else:
+        print(flush=True)
+    print(f"[{s.prompt_tokens} prompt tokens, prefill {s.prefill_tok_s:.1f} tok/s | "
+          f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {r.stop_reason} | "
+          f"{a.threads} thread(s)]", file=sys.stderr)
+    return EXIT_OK
+
+
+def _stream_out(raw: bool) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        sys.stdout.write(text if raw else safe_text(text))
+        sys.stdout.flush()
+    return write
+
+
+def cmd_perplexity(a: argparse.Namespace) -> int:
+    from llmnb.ar import perplexity
+    from llmnb.model import load
+    from llmnb.perf.threads import threads
+
+    try:
+        with open(a.file, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"llmnb: error: {a.file}: expected a readable UTF-8 text file ({e})", file=sys.stderr)
+        return EXIT_INPUT
+    with threads(a.threads):
+        model = load(a.model, tokenizer=a.tokenizer)
+        r = perplexity(model, text, ctx=a.ctx, rule=a.rule, max_chunks=a.chunks,
+                       progress=_progress_bar("perplexity", unit="window"))
+    if a.json:
+        print(json.dumps({"ppl": r.ppl, "nll": r.nll, "n_scored": r.n_scored,
+                          "n_chunks": r.n_chunks, "ctx": r.ctx, "rule": r.rule,
+                          "chunk_ppl": r.chunk_ppl}))
+    else:
+        print(f"{r.ppl:.4f}")
+    print(f"[ppl {r.ppl:.4f} over {r.n_scored} scored tokens in {r.n_chunks} windows of {r.ctx} "
+          f"({r.rule} rule)]", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_quantize(a: argparse.Namespace) -> int:
     from llmnb.hub import resolve
     from llmnb.quant.gguf_file import quantize_file
@@ -137,6 +203,33 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _non_negative_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {v}")
+    return v
+
+
+def _non_negative_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not v >= 0.0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {s}")
+    return v
+
+
+def _probability(s: str) -> float:
+    v = _non_negative_float(s)
+    if v > 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in 0..1, got {s}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
@@ -158,6 +251,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_tokenize)
+
+    s = sub.add_parser("generate", help="continue a prompt (or answer it with --chat)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("-p", "--prompt", required=True, help="the prompt text")
+    s.add_argument("-n", type=_positive_int, default=128, help="new tokens at most (128)")
+    s.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    s.add_argument("--system", help="system message (with --chat)")
+    s.add_argument("--temp", type=_non_negative_float, default=0.0,
+                   help="temperature; 0 = greedy (default)")
+    s.add_argument("--top-k", type=_non_negative_int, default=0, help="keep the k most likely (0 = off)")
+    s.add_argument("--top-p", type=_probability, default=1.0, help="nucleus mass (1 = off)")
+    s.add_argument("--min-p", type=_probability, default=0.0, help="min-p ratio (0 = off)")
+    s.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    s.add_argument("--stop", action="append", metavar="TEXT", help="stop string (repeatable)")
+    s.add_argument("--threads", type=_positive_int, default=1, help="BLAS/numexpr threads (1)")
+    s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
+    s.add_argument("--raw", action="store_true", help="print control characters unchanged")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON object (prompt, ids, text, stats) instead of streaming")
+    s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("perplexity", help="perplexity of a model on a text file")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("file", metavar="FILE")
+    s.add_argument("--ctx", type=_positive_int, default=512, help="window length in tokens (512)")
+    s.add_argument("--rule", choices=["half", "full"], default="half",
+                   help="score the second half of each window (llama-perplexity) or all of it")
+    s.add_argument("--chunks", type=_positive_int, default=None, help="score at most N windows")
+    s.add_argument("--threads", type=_positive_int, default=1)
+    s.add_argument("--tokenizer", metavar="PATH")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_perplexity)
 
     s = sub.add_parser("quantize", help="write a quantized copy of a GGUF (e.g. Q4_K_M, Q8_0)")
     s.add_argument("input", metavar="IN", help="a .gguf file or a hub name")

@@ -1,7 +1,8 @@
 """``llmnb.load``: a model file opened, its hyper-parameters read and its tokenizer built.
 
-A ``Model`` holds the memory-mapped ``GGUFFile`` (no tensor data is read at load), the
-``ModelConfig`` and the ``Tokenizer``. The tokenizer comes from the file's own metadata, or,
+A ``Model`` holds the memory-mapped ``GGUFFile``, the ``ModelConfig``, the ``Tokenizer`` and,
+from its first forward pass on, the float32 ``Weights`` (a memory preflight at load decides
+their residency and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
 for files without one (diffuse-cpp's convention), from a ``tokenizer.json`` given by
 argument or lying beside the file.
 """
@@ -10,20 +11,56 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from llmnb.gguf.reader import GGUFFile, open_gguf
 from llmnb.hub import resolve
 from llmnb.model.config import ModelConfig, ModelError, config_from_gguf
+from llmnb.model.transformer import Transformer
+from llmnb.model.weights import ResidencyPlan, Weights, plan_residency
 from llmnb.tokenizer import Tokenizer, tokenizer_from_json, tokenizer_from_metadata
 
 
 class Model:
     """An opened model: ``.path``, ``.file``, ``.metadata``, ``.arch``, ``.config``, ``.tokenizer``."""
 
-    def __init__(self, path: Path, file: GGUFFile, config: ModelConfig, tokenizer: Tokenizer) -> None:
+    def __init__(self, path: Path, file: GGUFFile, config: ModelConfig, tokenizer: Tokenizer,
+                 plan: ResidencyPlan) -> None:
         self.path = path
         self.file = file
         self.config = config
         self.tokenizer = tokenizer
+        self.plan = plan
+        self._transformer: Transformer | None = None
+
+    @property
+    def transformer(self) -> Transformer:
+        """The forward pass over this model's weights (dequantized on first use)."""
+        if self._transformer is None:
+            weights = Weights(self.file, self.config, self.plan.residency)
+            self._transformer = Transformer(self.config, weights)
+        return self._transformer
+
+    def check_ids(self, ids: object) -> npt.NDArray[np.int64]:
+        """`ids` as an int64 array, refused unless every id is in the vocabulary."""
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if arr.size == 0:
+            raise ModelError(f"{self.path.name}: expected at least one token id")
+        if int(arr.min()) < 0 or int(arr.max()) >= self.config.vocab_size:
+            raise ModelError(f"{self.path.name}: token ids must be in 0..{self.config.vocab_size - 1}, "
+                             f"got {int(arr.min())}..{int(arr.max())}")
+        return arr
+
+    def forward(self, ids: object, causal: bool | None = None,
+                key_mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float32]:
+        """Logits (n, vocab) for a whole sequence of ids, no cache (causal or bidirectional
+        per the config unless `causal` says otherwise)."""
+        arr = self.check_ids(ids)
+        if len(arr) > self.config.n_ctx:
+            raise ModelError(f"{self.path.name}: {len(arr)} tokens exceed the context of "
+                             f"{self.config.n_ctx}")
+        return self.transformer.forward(arr, causal=causal, key_mask=key_mask)
 
     @property
     def arch(self) -> str:
@@ -52,9 +89,17 @@ def load_tokenizer(f: GGUFFile, tokenizer_json: str | os.PathLike[str] | None = 
                      f"tokenizer.json beside it: pass tokenizer=PATH")
 
 
-def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None = None) -> Model:
-    """Open a model by path or hub name (``llmnb.load``)."""
+def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None = None,
+         residency: str = "auto") -> Model:
+    """Open a model by path or hub name (``llmnb.load``).
+
+    `residency`: "resident" (float32 weights in memory), "streaming" (dequantize each layer
+    when used) or "auto" (resident if it fits). A model that fits neither way is refused here.
+    """
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
-    return Model(path, f, config, load_tokenizer(f, tokenizer))
+    kv_tokens = min(config.n_ctx, 2048)
+    kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
+    plan = plan_residency(f, config, kv_bytes, residency)
+    return Model(path, f, config, load_tokenizer(f, tokenizer), plan)

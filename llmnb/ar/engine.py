@@ -1,0 +1,189 @@
+"""Autoregressive generation: prefill the prompt in one batch, then decode token by token.
+
+The runtime is an explicit state machine, so what may happen next is never implicit:
+
+    loaded --prefill--> prefilled --step--> decoding --step--> ... --> stopped(reason)
+
+Prefill runs the whole prompt through the model in one forward pass (matrix-matrix work)
+and fills the KV cache; each decode step feeds one token (matrix-vector work, bound by how
+fast the weights stream from memory). Generation stops on an end-of-generation token
+("eos"), after max_new_tokens ("max_tokens"), when the context is full ("context_full") or
+when the text produced ends with a stop string ("stop_string").
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.ar.kv_cache import KVCache
+from llmnb.ar.sampling import Greedy, Sampler
+from llmnb.errors import UsageError
+from llmnb.model.config import ModelError
+from llmnb.model.model import Model
+
+LOADED, PREFILLED, DECODING, STOPPED = "loaded", "prefilled", "decoding", "stopped"
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Tokens per second of the decode loop (the first new token comes from prefill)."""
+        steps = self.new_tokens - 1
+        return steps / self.decode_s if steps > 0 and self.decode_s > 0 else 0.0
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
+                "prefill_s": self.prefill_s, "decode_s": self.decode_s,
+                "prefill_tok_s": self.prefill_tok_s, "decode_tok_s": self.decode_tok_s}
+
+
+@dataclass
+class GenerationResult:
+    prompt_ids: list[int]
+    tokens: list[int]                 # new tokens only (an end-of-generation token included)
+    text: str                         # the new text (up to a stop string, if one ended it)
+    stop_reason: str
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+
+class Generator:
+    """One generation's runtime: KV cache, sampler and state (see module docstring)."""
+
+    def __init__(self, model: Model, sampler: Sampler, capacity: int) -> None:
+        if capacity > model.config.n_ctx:
+            capacity = model.config.n_ctx
+        self.model = model
+        self.sampler = sampler
+        self.transformer = model.transformer     # weights are ready before anything is timed
+        self.cache = KVCache(model.config, capacity)
+        self.state = LOADED
+        self.stop_reason = ""
+        self.logits: npt.NDArray[np.float32] | None = None   # (vocab,) after the last token
+        self.stats = GenerationStats()
+
+    def _forward(self, ids: npt.NDArray[np.int64]) -> None:
+        logits = self.transformer.forward(ids, start=self.cache.length, cache=self.cache,
+                                                last_only=True)
+        self.cache.commit()
+        self.logits = logits[0]
+
+    def prefill(self, prompt_ids: Sequence[int]) -> None:
+        if self.state != LOADED:
+            raise ModelError(f"prefill: expected state {LOADED!r}, in {self.state!r}")
+        ids = self.model.check_ids(prompt_ids)
+        if len(ids) >= self.cache.capacity:
+            raise ModelError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
+                             f"context of {self.cache.capacity} (the model's is "
+                             f"{self.model.config.n_ctx})")
+        t0 = time.perf_counter()
+        self._forward(ids)
+        self.stats.prefill_s = time.perf_counter() - t0
+        self.stats.prompt_tokens = len(ids)
+        self.state = PREFILLED
+
+    def next_token(self) -> int:
+        """Sample the next token from the current logits (does not feed it yet)."""
+        if self.state not in (PREFILLED, DECODING) or self.logits is None:
+            raise ModelError(f"next_token: expected a prefilled generator, in {self.state!r}")
+        return self.sampler.sample(self.logits)
+
+    def feed(self, token: int) -> None:
+        """Run one decode step on `token`, leaving the logits for the next one."""
+        if self.state not in (PREFILLED, DECODING):
+            raise ModelError(f"feed: expected a prefilled generator, in {self.state!r}")
+        self.state = DECODING
+        self._forward(np.array([token], dtype=np.int64))
+
+    def stop(self, reason: str) -> None:
+        self.state = STOPPED
+        self.stop_reason = reason
+
+
+def prompt_ids(model: Model, prompt: str | Sequence[int], chat: bool = False,
+               system: str | None = None) -> list[int]:
+    """Token ids for a prompt: text (through the chat template with `chat`) or ids as given."""
+    tok = model.tokenizer
+    if not isinstance(prompt, str):
+        if chat:
+            raise UsageError("chat=True needs a text prompt, not token ids")
+        return [int(i) for i in prompt]
+    if chat:
+        messages = ([{"role": "system", "content": system}] if system is not None else [])
+        messages.append({"role": "user", "content": prompt})
+        return tok.encode(tok.render_chat(messages), special=True)
+    if system is not None:
+        raise UsageError("system= applies only with chat=True")
+    return tok.encode(prompt, special=False, add_special=True)
+
+
+def _hold_back(text: str, stops: Sequence[str]) -> int:
+    """How many trailing characters might still grow into a stop string (not safe to emit)."""
+    hold = 0
+    for s in stops:
+        for n in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:n]):
+                hold = max(hold, n)
+                break
+    return hold
+
+
+def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 128,
+             sampler: Sampler | None = None, chat: bool = False, system: str | None = None,
+             stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None) -> GenerationResult:
+    """Generate up to `max_new_tokens` after `prompt` (``llmnb.generate``).
+
+    `on_text` receives the new text as it becomes final (a UTF-8 character split across
+    tokens, or a possible stop string, is held back until it resolves).
+    """
+    if max_new_tokens < 1:
+        raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
+    sampler = sampler if sampler is not None else Greedy()
+    ids = prompt_ids(model, prompt, chat, system)
+    g = Generator(model, sampler, capacity=len(ids) + max_new_tokens)
+    g.prefill(ids)
+    eog = set(model.tokenizer.eog_ids)
+    tokens: list[int] = []
+    text, emitted = "", 0
+    t0 = time.perf_counter()
+    while g.state != STOPPED:
+        token = g.next_token()
+        tokens.append(token)
+        if token in eog:
+            g.stop("eos")
+            break
+        text = model.tokenizer.decode(tokens)
+        hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stop) if i >= 0),
+                  default=-1)
+        if hit >= 0:
+            text = text[:hit]
+            g.stop("stop_string")
+        elif len(tokens) >= max_new_tokens:
+            g.stop("max_tokens")
+        elif g.cache.length >= g.cache.capacity:
+            g.stop("context_full")
+        safe = len(text) if g.state == STOPPED else len(text) - _hold_back(text, stop)
+        if not text[emitted:safe].endswith("\ufffd") or g.state == STOPPED:
+            if on_text is not None and safe > emitted:
+                on_text(text[emitted:safe])
+            emitted = max(emitted, safe)
+        if g.state != STOPPED:
+            g.feed(token)
+    g.stats.decode_s = time.perf_counter() - t0
+    g.stats.new_tokens = len(tokens)
+    if on_text is not None and len(text) > emitted:
+        on_text(text[emitted:])
+    return GenerationResult(ids, tokens, text, g.stop_reason, g.stats)

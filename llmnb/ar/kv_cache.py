@@ -1,0 +1,62 @@
+"""The KV cache: keys and values of every past position, preallocated once.
+
+Attention at step t needs the keys and values of positions 0..t. Recomputing them would make
+decoding quadratic; keeping them makes each new token cost one position's projections. The
+cache is one float32 array per kind, ``(n_layer, n_kv_head, capacity, head_dim)``, filled
+left to right; ``update`` writes a layer's new rows and returns views of everything so far.
+``commit`` advances the length after a forward pass; ``truncate`` rewinds it (speculative
+decoding rolls back rejected tokens this way, with no copying).
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.model.config import ModelConfig, ModelError
+
+F32 = npt.NDArray[np.float32]
+
+
+class KVCache:
+    def __init__(self, config: ModelConfig, capacity: int) -> None:
+        if capacity < 1:
+            raise ModelError(f"kv cache: expected a capacity of at least 1 token, got {capacity}")
+        shape = (config.n_layer, config.n_head_kv, capacity, config.head_dim)
+        self.k: F32 = np.zeros(shape, dtype=np.float32)      # (L, n_kv, capacity, hd)
+        self.v: F32 = np.zeros(shape, dtype=np.float32)
+        self.capacity = capacity
+        self.length = 0          # positions committed so far
+        self._pending = 0        # positions written by the forward pass in progress
+
+    def update(self, layer: int, k: F32, v: F32) -> tuple[F32, F32]:
+        """Write k, v (n_kv, T, hd) at positions length..length+T; return (n_kv, length+T, hd)."""
+        t = k.shape[1]
+        end = self.length + t
+        if end > self.capacity:
+            raise ModelError(f"kv cache full: {self.length} + {t} tokens exceed its capacity of "
+                             f"{self.capacity}")
+        self.k[layer, :, self.length:end] = k
+        self.v[layer, :, self.length:end] = v
+        self._pending = t
+        return self.k[layer, :, :end], self.v[layer, :, :end]
+
+    def commit(self) -> None:
+        """The forward pass finished: the positions it wrote are now part of the context."""
+        self.length += self._pending
+        self._pending = 0
+
+    def truncate(self, length: int) -> None:
+        """Forget every position from `length` on."""
+        if not 0 <= length <= self.length:
+            raise ModelError(f"kv cache: cannot truncate to {length} (length {self.length})")
+        self.length = length
+        self._pending = 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.k.nbytes + self.v.nbytes)
+
+    @staticmethod
+    def bytes_for(config: ModelConfig, tokens: int) -> int:
+        """Bytes a cache of `tokens` positions takes (keys and values, float32)."""
+        return 2 * 4 * config.n_layer * config.n_head_kv * tokens * config.head_dim

@@ -1,0 +1,106 @@
+"""Samplers: from a row of logits to the next token.
+
+Every sampler turns logits into a probability distribution over the vocabulary, then draws
+from it (``Greedy`` puts all mass on the argmax). The chain is llama.cpp's default order:
+
+    top-k  ->  top-p  ->  min-p      (filters, on softmax(logits))
+    ->  temperature                  (softmax(logits / T) over the survivors)
+    ->  draw with a seeded numpy Generator
+
+- top-k keeps the k largest logits (0 = off);
+- top-p keeps the smallest set of most likely tokens whose probability reaches p (1 = off);
+- min-p keeps tokens with probability >= min_p * p(most likely) (0 = off; Nguyen et al. 2024);
+- temperature 0 is greedy.
+
+Ties are broken towards the lower token id, everywhere. ``probs`` returns the final
+distribution itself, which speculative decoding's acceptance rule needs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.errors import UsageError
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+
+def softmax(logits: npt.NDArray[np.floating], temperature: float = 1.0) -> F64:
+    """softmax(logits / temperature) in float64 (stable: the max is subtracted first)."""
+    z = logits.astype(np.float64) / temperature
+    z -= z.max()
+    e = np.exp(z)
+    out: F64 = e / e.sum()
+    return out
+
+
+class Sampler:
+    """A sampling configuration; ``sample(logits)`` draws one token id."""
+
+    def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 min_p: float = 0.0, seed: int | None = None) -> None:
+        if not temperature >= 0.0:
+            raise UsageError(f"temperature: expected >= 0, got {temperature}")
+        if top_k < 0:
+            raise UsageError(f"top_k: expected >= 0 (0 = off), got {top_k}")
+        if not 0.0 < top_p <= 1.0:
+            raise UsageError(f"top_p: expected 0 < p <= 1, got {top_p}")
+        if not 0.0 <= min_p <= 1.0:
+            raise UsageError(f"min_p: expected 0 <= p <= 1, got {min_p}")
+        self.temperature = float(temperature)
+        self.top_k = int(top_k)
+        self.top_p = float(top_p)
+        self.min_p = float(min_p)
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def keep_mask(self, logits: F32) -> npt.NDArray[np.bool_]:
+        """Which tokens survive top-k, top-p and min-p (in that order)."""
+        order = np.argsort(-logits, kind="stable")            # (V,) most likely first
+        keep = np.zeros(logits.shape[0], dtype=np.bool_)
+        n = logits.shape[0] if self.top_k == 0 else min(self.top_k, logits.shape[0])
+        p = softmax(logits[order[:n]])                         # renormalised over the top k
+        if self.top_p < 1.0:
+            # smallest prefix whose mass reaches top_p (always at least one token)
+            n = min(n, int(np.searchsorted(np.cumsum(p), self.top_p)) + 1)
+            p = p[:n] / p[:n].sum()
+        if self.min_p > 0.0:
+            n = max(1, int(np.count_nonzero(p[:n] >= self.min_p * p[0])))
+        keep[order[:n]] = True
+        return keep
+
+    def probs(self, logits: F32) -> F64:
+        """The distribution this sampler draws from (V,), float64, zeros where filtered."""
+        if self.greedy:
+            out = np.zeros(logits.shape[0], dtype=np.float64)
+            out[int(np.argmax(logits))] = 1.0
+            return out
+        keep = self.keep_mask(logits)
+        masked = np.where(keep, logits.astype(np.float64), -np.inf)
+        return softmax(masked, self.temperature)
+
+    def sample(self, logits: F32) -> int:
+        """One token id drawn from ``probs(logits)``."""
+        if self.greedy:
+            return int(np.argmax(logits))
+        p = self.probs(logits)
+        return int(self.rng.choice(p.shape[0], p=p))
+
+    def __repr__(self) -> str:
+        return (f"Sampler(temperature={self.temperature}, top_k={self.top_k}, top_p={self.top_p}, "
+                f"min_p={self.min_p}, seed={self.seed})")
+
+
+class Greedy(Sampler):
+    """Always the most likely token (temperature 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(temperature=0.0)
+
+    def __repr__(self) -> str:
+        return "Greedy()"

@@ -1,0 +1,109 @@
+"""The transformer's building blocks, in numpy, one function each, in the order they run.
+
+    x -> rms_norm -> q, k, v projections -> apply_rope(q, k) -> attention -> o projection -> + x
+      -> rms_norm -> swiglu feed-forward -> + x
+
+Conventions: activations are float32 row vectors, ``(T, d)`` for T tokens. Weights are
+stored as GGUF holds them, ``(out, in)``, so a projection is ``x @ W.T`` (``linear``). RoPE uses the
+half-split ("NEOX", Hugging Face) pairing (i, i + d/2); the loader converts llama.cpp's
+interleaved Llama files to it (``weights.unpermute_qk``).
+
+References: RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al.
+2023), SwiGLU (Shazeer 2020); Llama-3 RoPE frequency scaling as llama.cpp's ``rope_freqs``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+F32 = npt.NDArray[np.float32]
+
+
+def linear(x: F32, w: F32) -> F32:
+    """x @ w.T for x (T, in) and w (out, in), as the product BLAS runs fastest.
+
+    One token is a matrix-vector product, w @ x (bound by streaming w from memory). For
+    several tokens, (w @ x.T).T beats x @ w.T by 2-3x in OpenBLAS at small T (measured).
+    """
+    out: F32
+    if x.shape[0] == 1:
+        out = (w @ x[0])[None, :]                             # (1, out)
+    else:
+        out = (w @ x.T).T                                     # (T, out), a transposed view
+    return out
+
+
+def rms_norm(x: F32, weight: F32, eps: float) -> F32:
+    """x / sqrt(mean(x^2) + eps) * weight, per row."""
+    ms = np.mean(np.square(x), axis=-1, keepdims=True)        # (T, 1)
+    out: F32 = (x / np.sqrt(ms + np.float32(eps)) * weight).astype(np.float32, copy=False)
+    return out                                                # (T, d)
+
+
+def rope_inv_freq(rope_dim: int, base: float, freq_factors: F32 | None = None) -> npt.NDArray[np.float64]:
+    """theta_i = base^(-2i/rope_dim) for i < rope_dim/2, divided by Llama-3's per-frequency
+    factors when the file has them (``rope_freqs.weight``)."""
+    inv = 1.0 / base ** (np.arange(0, rope_dim, 2, dtype=np.float64) / rope_dim)  # (rope_dim/2,)
+    if freq_factors is not None:
+        inv = inv / freq_factors.astype(np.float64)
+    return inv
+
+
+def rope_tables(positions: npt.NDArray[np.int64], inv_freq: npt.NDArray[np.float64]) -> tuple[F32, F32]:
+    """cos and sin of position * theta_i, each (T, rope_dim/2)."""
+    angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # (T, rope_dim/2)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def apply_rope(x: F32, cos: F32, sin: F32) -> F32:
+    """Rotate pairs (i, i + r/2) of the first r = 2*cos.shape[1] dims of each head.
+
+    x: (n_heads, T, head_dim); cos, sin: (T, r/2). Dimensions past r pass through.
+    """
+    half = cos.shape[1]
+    x1 = x[..., :half]                                        # (h, T, r/2)
+    x2 = x[..., half:2 * half]                                # (h, T, r/2)
+    out = np.empty_like(x)
+    out[..., :half] = x1 * cos - x2 * sin
+    out[..., half:2 * half] = x2 * cos + x1 * sin
+    out[..., 2 * half:] = x[..., 2 * half:]
+    return out
+
+
+def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
+              key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
+    """Grouped-query scaled dot-product attention.
+
+    q: (n_head, T, hd); k, v: (n_kv, S, hd) with n_head a multiple of n_kv (each group of
+    n_head/n_kv query heads shares one key/value head). Query t sits at absolute position
+    q_offset + t; with `causal` it sees keys 0 .. q_offset + t. `key_mask` (S,) False hides
+    a key from every query (padding). Returns (T, n_head * hd).
+    """
+    n_head, t, hd = q.shape
+    n_kv, s, _ = k.shape
+    group = n_head // n_kv
+    qg = q.reshape(n_kv, group * t, hd)                       # (n_kv, g*T, hd)
+    scores = np.matmul(qg, k.transpose(0, 2, 1))              # (n_kv, g*T, S)
+    scores *= np.float32(1.0 / np.sqrt(hd))
+    scores = scores.reshape(n_kv, group, t, s)                # (n_kv, g, T, S)
+    if causal:
+        allowed = np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]   # (T, S)
+        scores = np.where(allowed, scores, np.float32(-np.inf))
+    if key_mask is not None:
+        scores = np.where(key_mask[None, None, None, :], scores, np.float32(-np.inf))
+    scores -= scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores, out=scores)
+    probs /= probs.sum(axis=-1, keepdims=True)                # (n_kv, g, T, S)
+    out = np.matmul(probs.reshape(n_kv, group * t, s), v)     # (n_kv, g*T, hd)
+    out = out.reshape(n_head, t, hd).transpose(1, 0, 2)       # (T, n_head, hd)
+    return np.ascontiguousarray(out).reshape(t, n_head * hd)
+
+
+def silu(x: F32) -> F32:
+    """x * sigmoid(x)."""
+    return (x / (np.float32(1.0) + np.exp(-x))).astype(np.float32, copy=False)
+
+
+def swiglu(gate: F32, up: F32) -> F32:
+    """SwiGLU's elementwise part: silu(gate) * up (the projections happen around it)."""
+    return silu(gate) * up

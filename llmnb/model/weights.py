@@ -1,0 +1,223 @@
+"""Weights: from GGUF tensors to the float32 matrices the forward pass multiplies.
+
+Two residencies:
+
+- ``resident`` (default): every layer is dequantized once, at load, to float32, with Q/K/V
+  fused into one matrix and gate/up into another (one matrix product each instead of three
+  and two). Decoding then streams 4 bytes per weight per token: fast as long as it fits.
+- ``streaming``: the quantized bytes stay in the memory-mapped file and a layer is
+  dequantized when the forward pass reaches it. Slow, but only one layer is ever float32.
+
+The token embedding is never expanded whole unless it doubles as the output head: a lookup
+dequantizes just the rows it needs. A memory preflight (``plan_residency``) estimates what
+each mode needs, picks one, and refuses with needed-vs-available bytes when neither fits.
+
+llama.cpp stores Llama/LLaDA Q and K rows permuted for its interleaved RoPE; ``unpermute_qk``
+restores the half-split order used by ``blocks.apply_rope`` (reference/oracle.md §6.1).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.errors import EXIT_RESOURCES
+from llmnb.gguf.reader import GGUFFile
+from llmnb.model.config import ModelConfig, ModelError
+from llmnb.quant import dequantize
+
+F32 = npt.NDArray[np.float32]
+PERMUTED_ARCHS = ("llama", "llada")  # files whose Q/K rows llama.cpp permuted
+
+
+def unpermute_qk(w: F32, n_heads: int) -> F32:
+    """Undo llama.cpp's per-head row permutation (interleaved pairs -> half-split)."""
+    return np.ascontiguousarray(
+        w.reshape(n_heads, -1, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: F32          # (d,)
+    wqkv: F32               # (n_head*hd + 2*n_kv*hd, d)  Q, K, V rows stacked
+    bqkv: F32 | None        # (n_head*hd + 2*n_kv*hd,)    Qwen2's biases
+    wo: F32                 # (d, n_head*hd)
+    ffn_norm: F32           # (d,)
+    w_gate_up: F32          # (2*ff, d)                   gate rows, then up rows
+    w_down: F32             # (d, ff)
+
+
+class Weights:
+    """The model's tensors as the forward pass wants them (see module docstring)."""
+
+    def __init__(self, f: GGUFFile, config: ModelConfig, residency: str) -> None:
+        if residency not in ("resident", "streaming"):
+            raise ModelError(f"residency: expected 'resident' or 'streaming', got {residency!r}")
+        self.file = f
+        self.config = config
+        self.residency = residency
+        self._check_tensors()
+        self.output_norm = self.tensor("output_norm.weight")
+        factors = f.tensors.get("rope_freqs.weight")
+        self.rope_freq_factors: F32 | None = self.tensor(factors.name) if factors else None
+        head_name = "token_embd.weight" if config.tied_output else "output.weight"
+        self._head: F32 | None = self.tensor(head_name) if residency == "resident" else None
+        self._layers: list[LayerWeights] = (
+            [self._load_layer(i) for i in range(config.n_layer)] if residency == "resident" else [])
+
+    # --- tensors -----------------------------------------------------------------------
+
+    def tensor(self, name: str) -> F32:
+        """Tensor `name` dequantized to float32, in numpy shape order."""
+        info = self.file.tensors[name]
+        return dequantize(self.file.raw(name), info.ggml_type, info.shape)
+
+    def _check_tensors(self) -> None:
+        c = self.config
+        want: dict[str, tuple[int, ...]] = {
+            "token_embd.weight": (c.vocab_size, c.n_embd), "output_norm.weight": (c.n_embd,)}
+        if not c.tied_output:
+            want["output.weight"] = (c.vocab_size, c.n_embd)
+        for i in range(c.n_layer):
+            p = f"blk.{i}."
+            want |= {
+                p + "attn_norm.weight": (c.n_embd,), p + "ffn_norm.weight": (c.n_embd,),
+                p + "attn_q.weight": (c.n_head * c.head_dim, c.n_embd),
+                p + "attn_k.weight": (c.n_head_kv * c.head_dim, c.n_embd),
+                p + "attn_v.weight": (c.n_head_kv * c.head_dim, c.n_embd),
+                p + "attn_output.weight": (c.n_embd, c.n_head * c.head_dim),
+                p + "ffn_gate.weight": (c.n_ff, c.n_embd), p + "ffn_up.weight": (c.n_ff, c.n_embd),
+                p + "ffn_down.weight": (c.n_embd, c.n_ff)}
+            if c.qkv_bias:
+                want |= {p + "attn_q.bias": (c.n_head * c.head_dim,),
+                         p + "attn_k.bias": (c.n_head_kv * c.head_dim,),
+                         p + "attn_v.bias": (c.n_head_kv * c.head_dim,)}
+        for name, shape in want.items():
+            info = self.file.tensors.get(name)
+            if info is None:
+                raise ModelError(f"{self.file.path}: tensor {name!r} is missing "
+                                 f"(expected shape {shape})")
+            if info.shape != shape:
+                raise ModelError(f"{self.file.path}: tensor {name!r}: expected shape {shape}, "
+                                 f"got {info.shape}")
+
+    # --- layers ------------------------------------------------------------------------
+
+    def layer(self, i: int) -> LayerWeights:
+        """Layer i's weights: kept (resident) or dequantized now (streaming)."""
+        return self._layers[i] if self.residency == "resident" else self._load_layer(i)
+
+    def _load_layer(self, i: int) -> LayerWeights:
+        c = self.config
+        p = f"blk.{i}."
+        wq, wk = self.tensor(p + "attn_q.weight"), self.tensor(p + "attn_k.weight")
+        bqkv: F32 | None = None
+        if c.qkv_bias:
+            bq, bk = self.tensor(p + "attn_q.bias"), self.tensor(p + "attn_k.bias")
+            if c.arch in PERMUTED_ARCHS:
+                bq, bk = unpermute_qk(bq, c.n_head), unpermute_qk(bk, c.n_head_kv)
+            bqkv = np.concatenate([bq, bk, self.tensor(p + "attn_v.bias")])
+        if c.arch in PERMUTED_ARCHS:
+            wq, wk = unpermute_qk(wq, c.n_head), unpermute_qk(wk, c.n_head_kv)
+        return LayerWeights(
+            attn_norm=self.tensor(p + "attn_norm.weight"),
+            wqkv=np.concatenate([wq, wk, self.tensor(p + "attn_v.weight")]),
+            bqkv=bqkv,
+            wo=self.tensor(p + "attn_output.weight"),
+            ffn_norm=self.tensor(p + "ffn_norm.weight"),
+            w_gate_up=np.concatenate([self.tensor(p + "ffn_gate.weight"),
+                                      self.tensor(p + "ffn_up.weight")]),
+            w_down=self.tensor(p + "ffn_down.weight"),
+        )
+
+    # --- embedding and head ------------------------------------------------------------
+
+    def embed(self, ids: npt.NDArray[np.int64]) -> F32:
+        """Rows of the token embedding for `ids`, dequantizing only those rows: (T, d)."""
+        if self._head is not None and self.config.tied_output:
+            return self._head[ids]
+        info = self.file.tensors["token_embd.weight"]
+        rows = self.file.raw(info.name).reshape(info.shape[0], -1)[ids]   # (T, row bytes)
+        return dequantize(rows, info.ggml_type, (len(ids), info.shape[1]))
+
+    def head(self) -> F32:
+        """The output matrix (vocab, d): the token embedding itself when tied."""
+        if self._head is not None:
+            return self._head
+        return self.tensor("token_embd.weight" if self.config.tied_output else "output.weight")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of float32 arrays held (resident) — what decoding streams per token."""
+        held = sum(a.nbytes for lw in self._layers for a in (
+            lw.attn_norm, lw.wqkv, lw.wo, lw.ffn_norm, lw.w_gate_up, lw.w_down))
+        held += sum(lw.bqkv.nbytes for lw in self._layers if lw.bqkv is not None)
+        return held + (self._head.nbytes if self._head is not None else 0) + self.output_norm.nbytes
+
+
+# --- memory preflight --------------------------------------------------------------------
+
+class MemoryPreflightError(ModelError):
+    """The model needs more memory than is available (needed vs available in the message)."""
+
+    exit_code = EXIT_RESOURCES
+
+
+@dataclass(frozen=True)
+class ResidencyPlan:
+    residency: str
+    needed_bytes: int
+    available_bytes: int
+    resident_bytes: int
+    streaming_bytes: int
+
+
+def available_memory() -> int:
+    """Bytes this process may still use: ``$LLMNB_MEMORY_LIMIT`` if set, else MemAvailable."""
+    limit = os.environ.get("LLMNB_MEMORY_LIMIT")
+    if limit:
+        return int(float(limit))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int]:
+    """(resident, streaming) bytes needed, each including `kv_bytes` for the KV cache."""
+    def f32(name: str) -> int:
+        return 4 * f.tensors[name].n_elements
+
+    layer_bytes = [sum(4 * t.n_elements for n, t in f.tensors.items() if n.startswith(f"blk.{i}."))
+                   for i in range(config.n_layer)]
+    head = f32("token_embd.weight" if config.tied_output else "output.weight")
+    # resident: every layer + head; building a layer briefly holds its parts twice (concatenate)
+    resident = sum(layer_bytes) + head + max(layer_bytes, default=0) + kv_bytes
+    # streaming: one layer (plus its fused copies) and the head, dequantized while used
+    streaming = 2 * max(layer_bytes, default=0) + head + kv_bytes
+    return resident, streaming
+
+
+def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
+                   residency: str = "auto") -> ResidencyPlan:
+    """Pick resident when it fits, else streaming; refuse when the requested mode cannot fit."""
+    resident, streaming = estimate_bytes(f, config, kv_bytes)
+    avail = available_memory()
+    choice = residency
+    if residency == "auto":
+        choice = "resident" if resident <= avail else "streaming"
+    elif residency not in ("resident", "streaming"):
+        raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
+    needed = resident if choice == "resident" else streaming
+    if needed > avail:
+        raise MemoryPreflightError(
+            f"{f.path}: does not fit in memory: {choice} needs {needed / 2**20:,.0f} MiB, "
+            f"{avail / 2**20:,.0f} MiB available (resident {resident / 2**20:,.0f} MiB, "
+            f"streaming {streaming / 2**20:,.0f} MiB)")
+    return ResidencyPlan(choice, needed, avail, resident, streaming)
