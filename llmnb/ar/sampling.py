@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+from mypy_extensions import mypyc_attr
 
 from llmnb.errors import UsageError
 
@@ -35,8 +36,9 @@ def softmax(logits: npt.NDArray[np.floating], temperature: float = 1.0) -> F64:
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Sampler:
-    """A sampling configuration; ``sample(logits)`` draws one token id."""
+    """A sampling configuration; ``sample(logits)`` draws one token id (subclass to customise)."""
 
     def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                  min_p: float = 0.0, seed: int | None = None) -> None:

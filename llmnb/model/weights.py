@@ -26,7 +26,8 @@ import numpy.typing as npt
 from llmnb.errors import EXIT_RESOURCES
 from llmnb.gguf.reader import GGUFFile
 from llmnb.model.config import ModelConfig, ModelError
-from llmnb.quant import dequantize
+from llmnb.gguf.constants import type_name
+from llmnb.quant import FORMATS, dequantize
 
 F32 = npt.NDArray[np.float32]
 PERMUTED_ARCHS = ("llama", "llada")  # files whose Q/K rows llama.cpp permuted
@@ -102,6 +103,12 @@ class Weights:
             if info.shape != shape:
                 raise ModelError(f"{self.file.path}: tensor {name!r}: expected shape {shape}, "
                                  f"got {info.shape}")
+            fmt = FORMATS.get(info.ggml_type)
+            if fmt is None or not fmt.can_dequantize:
+                supported = ", ".join(type_name(t) for t, q in FORMATS.items() if q.can_dequantize)
+                raise ModelError(f"{self.file.path}: tensor {name!r} is stored as "
+                                 f"{type_name(info.ggml_type)}, which llmnb cannot read "
+                                 f"(supported: {supported})")
 
     # --- layers ------------------------------------------------------------------------
 
@@ -174,6 +181,16 @@ class ResidencyPlan:
     streaming_bytes: int
 
 
+def format_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"
+
+
 def available_memory() -> int:
     """Bytes this process may still use: ``$LLMNB_MEMORY_LIMIT`` if set, else MemAvailable."""
     limit = os.environ.get("LLMNB_MEMORY_LIMIT")
@@ -217,7 +234,7 @@ def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
     needed = resident if choice == "resident" else streaming
     if needed > avail:
         raise MemoryPreflightError(
-            f"{f.path}: does not fit in memory: {choice} needs {needed / 2**20:,.0f} MiB, "
-            f"{avail / 2**20:,.0f} MiB available (resident {resident / 2**20:,.0f} MiB, "
-            f"streaming {streaming / 2**20:,.0f} MiB)")
+            f"{f.path}: does not fit in memory: {choice} needs {format_bytes(needed)}, "
+            f"{format_bytes(avail)} available (resident {format_bytes(resident)}, "
+            f"streaming {format_bytes(streaming)})")
     return ResidencyPlan(choice, needed, avail, resident, streaming)

@@ -1,0 +1,84 @@
+"""The forward pass against reference logits from stock transformers (reference/oracle.md)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmnb.model.blocks import apply_rope, attention, rms_norm, rope_inv_freq, rope_tables
+from llmnb.model.weights import unpermute_qk
+from oracle import KEY_MASK, MANIFEST, PROMPT, TOL, reference, transformer
+
+LLAMA_CPP = [k for k, v in MANIFEST["fixtures"].items() if v["convention"] == "llama.cpp"]
+CASES = [(name, case) for name in LLAMA_CPP for case in MANIFEST["fixtures"][name]["cases"]]
+
+
+def run_case(name: str, case: str, residency: str = "resident") -> np.ndarray:
+    spec = MANIFEST["fixtures"][name]["cases"][case]
+    t = transformer(name, residency)
+    logits = t.forward(PROMPT, causal=spec["attention"] == "causal",
+                       key_mask=KEY_MASK if spec["key_mask"] else None)
+    if spec["shifted"]:  # Dream: position i is predicted by row i-1 (the sampler's view)
+        logits = np.concatenate([logits[:1], logits[:-1]])
+    return logits
+
+
+@pytest.mark.parametrize("name,case", CASES)
+def test_forward_matches_reference_logits(name: str, case: str) -> None:
+    np.testing.assert_allclose(run_case(name, case), reference(name)[case], **TOL)
+
+
+@pytest.mark.parametrize("name", ["llada_f32", "dream_f32"])
+def test_bidirectional_files_are_not_causal(name: str) -> None:
+    t = transformer(name)
+    assert not t.config.causal
+    got = t.forward(PROMPT)  # the config's own attention
+    assert np.abs(got - reference(name)["causal_negative_control"]).max() > 0.1
+
+
+def test_streaming_residency_gives_the_same_logits() -> None:
+    np.testing.assert_array_equal(run_case("qwen2_tied_f32", "causal", "streaming"),
+                                  run_case("qwen2_tied_f32", "causal", "resident"))
+
+
+def test_rms_norm_by_definition() -> None:
+    x = np.array([[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 2.0]], dtype=np.float32)
+    w = np.array([1.0, 0.5, 2.0, 1.0], dtype=np.float32)
+    want = x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-5) * w
+    np.testing.assert_allclose(rms_norm(x, w, 1e-5), want, rtol=1e-6)
+
+
+def test_rope_rotates_pairs_and_preserves_norm_and_relative_angle() -> None:
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    inv = rope_inv_freq(8, 10000.0)
+    def at(x: np.ndarray, pos: int) -> np.ndarray:
+        cos, sin = rope_tables(np.array([pos]), inv)
+        return apply_rope(x, cos, sin)
+    assert np.linalg.norm(at(q, 7)) == pytest.approx(np.linalg.norm(q), rel=1e-6)
+    # the score depends only on the distance between positions
+    s1 = float((at(q, 3) * at(k, 1)).sum())
+    s2 = float((at(q, 12) * at(k, 10)).sum())
+    assert s1 == pytest.approx(s2, rel=1e-5)
+    np.testing.assert_array_equal(at(q, 0), q)
+
+
+def test_unpermute_inverts_llama_cpp_permutation() -> None:
+    w = np.arange(2 * 8 * 3, dtype=np.float32).reshape(16, 3)       # 2 heads of dim 8
+    perm = w.reshape(2, 2, 4, 3).swapaxes(1, 2).reshape(16, 3)       # llama.cpp's converter
+    np.testing.assert_array_equal(unpermute_qk(perm, 2), w)
+
+
+def test_causal_attention_ignores_the_future_and_gqa_shares_heads() -> None:
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((4, 5, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    out = attention(q, k, v, causal=True)
+    k2, v2 = k.copy(), v.copy()
+    k2[:, 3:] += 100.0
+    v2[:, 3:] -= 50.0
+    np.testing.assert_allclose(attention(q, k2, v2, causal=True)[:3], out[:3], rtol=1e-6)
+    # query heads 0,1 use kv head 0; heads 2,3 use kv head 1
+    full = attention(q, np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0), causal=True)
+    np.testing.assert_allclose(out, full, rtol=1e-6)
