@@ -188,7 +188,7 @@ def cmd_models(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from llmnb.perf import bench
 
-    return bench.main(a.what, repeats=a.repeats, as_json=a.json)
+    return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer)
 
 
 # --- parser -----------------------------------------------------------------------------
@@ -300,8 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_models)
 
     s = sub.add_parser("bench", help="measure llmnb against its oracles and peers (ratios)")
-    s.add_argument("what", choices=["gguf", "quant", "all"], nargs="?", default="all")
+    s.add_argument("what", choices=["gguf", "quant", "ar", "all"], nargs="?", default="all")
     s.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median is kept)")
+    s.add_argument("--threads", type=_positive_int, nargs="+", default=None, metavar="N",
+                   help="thread counts to measure (default: 1 2)")
+    s.add_argument("--peer", metavar="PATH",
+                   help="a local llama.cpp build folder (or its llama-bench) to compare against")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_bench)
     return p

@@ -329,6 +329,17 @@ class GGUFFile:
             raise GGUFError(self.path, 0, f"tensor {name!r}", "a tensor of this name in the file")
         return np.frombuffer(self._mm, dtype=np.uint8, count=info.nbytes, offset=info.offset)
 
+    def release_pages(self) -> None:
+        """Tell the OS the mapped pages read so far may be dropped from this process's
+        memory (they are re-read from the file if touched again): call it after copying
+        what is needed out of the map."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is not None:
+            try:
+                self._mm.madvise(advice)
+            except (OSError, ValueError):
+                pass  # a closed map, or a platform that refuses: nothing to release
+
     def close(self) -> None:
         """Unmap the file. Views from ``raw`` keep it mapped until they are gone."""
         try:

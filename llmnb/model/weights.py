@@ -67,6 +67,8 @@ class Weights:
         self._head: F32 | None = self.tensor(head_name) if residency == "resident" else None
         self._layers: list[LayerWeights] = (
             [self._load_layer(i) for i in range(config.n_layer)] if residency == "resident" else [])
+        if residency == "resident":
+            f.release_pages()  # everything is float32 copies now: don't keep the file resident too
 
     # --- tensors -----------------------------------------------------------------------
 

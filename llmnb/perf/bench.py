@@ -101,7 +101,8 @@ def _print_rows(title: str, rows: list[dict[str, object]]) -> None:
         print("  ".join(cells))
 
 
-def main(what: str, repeats: int = 5, as_json: bool = False) -> int:
+def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] | None = None,
+         peer: str | None = None) -> int:
     facts = machine_facts()
     results: dict[str, object] = {"machine": facts, "repeats": repeats}
     if not as_json:
@@ -121,6 +122,18 @@ def main(what: str, repeats: int = 5, as_json: bool = False) -> int:
         results["quant"] = qrows
         if not as_json:
             _print_rows("quant: llmnb vs gguf.quants (ratio = speed-up), 1 thread", qrows)
+    if what in ("ar", "all"):
+        from llmnb.perf.bench_ar import bench_ar
+
+        if hub.is_pulled("smollm2-135m"):
+            arows = bench_ar(repeats=repeats, threads=threads, peer=peer)
+            results["ar"] = arows
+            if not as_json:
+                _print_rows("ar: SmolLM2-135M, prompt 128 + decode 32 tokens; roofline = "
+                            "GEMV bandwidth / F32 weight bytes", arows)
+        else:
+            print("bench ar: smollm2-135m not pulled (llmnb pull smollm2-135m); skipped",
+                  file=sys.stderr)
     if as_json:
         print(json.dumps(results, indent=2, default=str))
     return 0
