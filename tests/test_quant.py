@@ -69,6 +69,17 @@ def test_dequantize_bit_exact_vs_gguf_py_on_random_blocks(ggml_type: int) -> Non
 
 
 @pytest.mark.parametrize("ggml_type", [t for t in DEQUANT_TYPES if t in F16_OFFSETS], ids=type_name)
+def test_dequantize_bit_exact_vs_gguf_py_across_chunk_boundaries_and_single_blocks(ggml_type: int) -> None:
+    from llmnb.quant.chunked import DEQUANT_CHUNK_BLOCKS
+    for n_blocks in (1, 3, DEQUANT_CHUNK_BLOCKS + 5):
+        raw = random_blocks(ggml_type, n_blocks, seed=n_blocks)
+        got = dequantize(raw, ggml_type, (n_blocks, elements_per_row(ggml_type, raw)))
+        assert same_bits(got, oracle_dequantize(raw, ggml_type).reshape(got.shape)), n_blocks
+    empty = dequantize(np.empty((0, GGML_BLOCK_SIZES[ggml_type][1]), np.uint8), ggml_type, (0, 256))
+    assert empty.shape == (0, 256) and empty.dtype == np.float32
+
+
+@pytest.mark.parametrize("ggml_type", [t for t in DEQUANT_TYPES if t in F16_OFFSETS], ids=type_name)
 def test_dequantize_propagates_nan_inf_and_subnormal_scales_like_gguf_py(ggml_type: int) -> None:
     raw = random_blocks(ggml_type, 8, seed=1)
     off = F16_OFFSETS[ggml_type][0]

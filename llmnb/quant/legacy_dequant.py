@@ -12,69 +12,77 @@ Nibble order: byte j of ``qs`` holds element j in its low nibble and element j +
 high nibble. ``qh`` is a little-endian uint32 whose bit j is the fifth bit of element j.
 Each kernel does the float arithmetic in the same order as ggml and gguf-py (product
 first, then the offset), so results are bit-identical, NaN/Inf scales included (IEEE
-arithmetic propagates them).
+arithmetic propagates them). The integer work (nibbles, fifth bits, the -8/-16 offsets)
+is done on contiguous uint8/int8 copies; only the last two or three passes touch floats.
 """
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import f16_column
+from llmnb.quant.chunked import bit_planes, byte_columns, f16_column, per_element
 
 U8 = npt.NDArray[np.uint8]
+I8 = npt.NDArray[np.int8]
 F32 = npt.NDArray[np.float32]
+
+
+def nibbles(blocks: U8, start: int) -> U8:
+    """The 16 packed bytes at `start` of each block -> (n, 32) quants 0..15, element order."""
+    return bit_planes(byte_columns(blocks, start, start + 16), 4, 2).reshape(-1, 32)
 
 
 def q4_0_kernel(blocks: U8, out: F32) -> None:
     """Q4_0 blocks (n, 18) -> out (n, 32)."""
     d = f16_column(blocks, 0)                                  # (n, 1)
-    qs = blocks[:, 2:18]                                       # (n, 16)
-    np.subtract(qs & 0x0F, np.float32(8), out=out[:, :16])     # low nibbles: elements 0..15
-    np.subtract(qs >> 4, np.float32(8), out=out[:, 16:])       # high nibbles: elements 16..31
-    out *= d
+    q: I8 = nibbles(blocks, 2).view(np.int8)                   # (n, 32): 0..15
+    q -= np.int8(8)                                            # -8..7
+    np.copyto(out, q, casting="unsafe")                        # exact int8 -> float32
+    out *= per_element(d, 32)
 
 
 def q4_1_kernel(blocks: U8, out: F32) -> None:
     """Q4_1 blocks (n, 20) -> out (n, 32)."""
     d = f16_column(blocks, 0)                                  # (n, 1)
     m = f16_column(blocks, 2)                                  # (n, 1)
-    qs = blocks[:, 4:20]                                       # (n, 16)
-    np.multiply(qs & 0x0F, d, out=out[:, :16])
-    np.multiply(qs >> 4, d, out=out[:, 16:])
-    out += m
+    np.copyto(out, nibbles(blocks, 4), casting="unsafe")       # (n, 32): 0..15
+    out *= per_element(d, 32)
+    out += per_element(m, 32)
 
 
-def fifth_bits(qh: U8) -> U8:
-    """qh (n, 4) little-endian bit masks -> (n, 32) with 16 where element j has bit 4 set."""
-    bits = np.unpackbits(qh, axis=1, bitorder="little")       # (n, 32), 0/1, element order
-    bits <<= 4
-    return bits
+def quants_5bit(blocks: U8, qh_start: int) -> U8:
+    """qh (4 bytes at `qh_start`) and the 16 nibble bytes after it -> (n, 32) quants 0..31.
+
+    qh is a little-endian bit mask, so unpacking its bytes little-bit-first yields the
+    fifth bit of elements 0..31 in order."""
+    high = np.unpackbits(byte_columns(blocks, qh_start, qh_start + 4), axis=1,
+                         bitorder="little")                    # (n, 32): 0/1
+    wide = high.view(np.uint64)                                # (n, 4): bytes 0/1, no carries
+    wide <<= np.uint64(4)                                      # (numpy shifts uint8 slowly)
+    high |= nibbles(blocks, qh_start + 4)
+    return high
 
 
 def q5_0_kernel(blocks: U8, out: F32) -> None:
     """Q5_0 blocks (n, 22) -> out (n, 32)."""
     d = f16_column(blocks, 0)                                  # (n, 1)
-    high = fifth_bits(blocks[:, 2:6])                          # (n, 32)
-    qs = blocks[:, 6:22]                                       # (n, 16)
-    high[:, :16] |= qs & 0x0F
-    high[:, 16:] |= qs >> 4
-    np.subtract(high, np.float32(16), out=out)
-    out *= d
+    q: I8 = quants_5bit(blocks, 2).view(np.int8)               # (n, 32): 0..31
+    q -= np.int8(16)                                           # -16..15
+    np.copyto(out, q, casting="unsafe")
+    out *= per_element(d, 32)
 
 
 def q5_1_kernel(blocks: U8, out: F32) -> None:
     """Q5_1 blocks (n, 24) -> out (n, 32)."""
     d = f16_column(blocks, 0)                                  # (n, 1)
     m = f16_column(blocks, 2)                                  # (n, 1)
-    high = fifth_bits(blocks[:, 4:8])                          # (n, 32)
-    qs = blocks[:, 8:24]                                       # (n, 16)
-    high[:, :16] |= qs & 0x0F
-    high[:, 16:] |= qs >> 4
-    np.multiply(high, d, out=out)
-    out += m
+    np.copyto(out, quants_5bit(blocks, 4), casting="unsafe")   # (n, 32): 0..31
+    out *= per_element(d, 32)
+    out += per_element(m, 32)
 
 
 def q8_0_kernel(blocks: U8, out: F32) -> None:
     """Q8_0 blocks (n, 34) -> out (n, 32)."""
     d = f16_column(blocks, 0)                                  # (n, 1)
-    np.multiply(blocks[:, 2:34].view(np.int8), d, out=out)
+    np.copyto(out, blocks[:, 2:34].view(np.int8), casting="unsafe")   # exact int8 -> float32
+    out *= per_element(d, 32)
