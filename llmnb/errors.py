@@ -5,6 +5,8 @@ file, the field and what was expected. ``exit_code`` is what ``llmnb`` exits wit
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 # Exit codes of the `llmnb` command (also listed in `llmnb --help` and README.md).
 EXIT_OK = 0
 EXIT_ERROR = 1          # an unexpected internal error (a bug: please report it)
@@ -18,7 +20,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C
 class LLMNBError(Exception):
     """Base of every error llmnb raises on purpose."""
 
-    exit_code: int = EXIT_ERROR
+    exit_code: ClassVar[int] = EXIT_ERROR  # ClassVar: compiled subclasses must see overrides
 
 
 class UsageError(LLMNBError):

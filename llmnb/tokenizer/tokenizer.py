@@ -1,0 +1,129 @@
+"""The llmnb ``Tokenizer``: text <-> token ids, backed by a Hugging Face ``tokenizers.Tokenizer``.
+
+The builders (``build.py``) turn GGUF metadata or a ``tokenizer.json`` into the Rust tokenizer;
+this class adds what an engine needs on top: the special ids (BOS/EOS/EOT/PAD/UNK/mask), whether
+the model wants a BOS, the chat template, and llama.cpp's two tokenize modes:
+
+- ``special=False``: control tokens written as text (``<|im_start|>``) are ordinary text, as
+  ``llama-tokenize --no-parse-special`` does. User-defined tokens are still matched.
+- ``special=True``: control tokens written as text become their ids (llama-tokenize's default
+  in current llama.cpp; older versions spelled it ``--parse-special``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import tokenizers
+
+from llmnb.tokenizer.byte_bpe import byte_bpe_token_bytes
+from llmnb.tokenizer.chat import builtin_template, render_chat
+from llmnb.tokenizer.errors import TokenizerError
+from llmnb.tokenizer.sentencepiece import sentencepiece_token_bytes
+from llmnb.tokenizer.vocab import SpecialIds
+
+
+class Tokenizer:
+    """Encode and decode text for one model; see the module docstring for the two modes."""
+
+    def __init__(self, hf: tokenizers.Tokenizer, tokens: Sequence[str], special: SpecialIds, *,
+                 kind: str, pre: str, add_bos: bool = False, add_eos: bool = False,
+                 add_space_prefix: bool = False, chat_template: str | None = None,
+                 source: str = "<memory>") -> None:
+        self.hf = hf                    # the Rust tokenizer (exposed for inspection)
+        self.tokens = list(tokens)      # id -> token text as stored in the file
+        self.kind = kind                # "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
+        self.pre = pre                  # pre-tokenizer name ("smollm", "qwen2", ...)
+        self.bos_id = special.bos
+        self.eos_id = special.eos
+        self.eot_id = special.eot
+        self.pad_id = special.pad
+        self.unk_id = special.unk
+        self.mask_id = special.mask
+        self.add_bos = add_bos          # the model expects BOS at the start of a prompt
+        self.add_eos = add_eos
+        self.add_space_prefix = add_space_prefix   # SentencePiece: '▁' before the text
+        self.chat_template = chat_template
+        self.source = source
+        self._added_ids: set[int] | None = None
+
+    # -- sizes and ids ------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def eog_ids(self) -> list[int]:
+        """End-of-generation ids: EOS and EOT (generation stops on any of them)."""
+        out: list[int] = []
+        for i in (self.eos_id, self.eot_id):
+            if i is not None and i not in out:
+                out.append(i)
+        return out
+
+    def token_text(self, token_id: int) -> str:
+        """The token's text as stored in the vocabulary (byte-level BPE shows 'Ġ' for a space)."""
+        if not 0 <= token_id < len(self.tokens):
+            raise TokenizerError(self.source, "token id",
+                                 f"0 <= id < {len(self.tokens)}, got {token_id}")
+        return self.tokens[token_id]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes token ``token_id`` stands for in text (b' hi' for 'Ġhi' or '▁hi').
+        A token may be part of a UTF-8 character: stream output by feeding these bytes
+        to an incremental UTF-8 decoder."""
+        text = self.token_text(token_id)
+        if self._added_ids is None:
+            self._added_ids = {int(i) for i in self.hf.get_added_tokens_decoder()}
+        if token_id in self._added_ids:
+            return text.encode("utf-8")
+        if self.kind == "gpt2":
+            return byte_bpe_token_bytes(text)
+        if self.kind == "llama":
+            return sentencepiece_token_bytes(text)
+        return self.decode([token_id]).encode("utf-8")
+
+    # -- text <-> ids -------------------------------------------------------------------
+    def encode(self, text: str, special: bool = False, add_special: bool = False) -> list[int]:
+        """Token ids of ``text``. ``special``: parse control-token text into ids
+        (``--parse-special``). ``add_special``: add BOS/EOS as the model's ``add_bos``/``add_eos``
+        ask (llama.cpp's ``add_special``); the default adds nothing."""
+        # encode_special_tokens=True makes the Rust side treat special added tokens as text.
+        self.hf.encode_special_tokens = not special
+        ids: list[int] = self.hf.encode(text, add_special_tokens=False).ids
+        if add_special:
+            if self.add_bos and self.bos_id is not None:
+                ids.insert(0, self.bos_id)
+            if self.add_eos and self.eos_id is not None:
+                ids.append(self.eos_id)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` (special tokens rendered as their text; invalid UTF-8 as U+FFFD)."""
+        for i in ids:
+            if not 0 <= i < len(self.tokens):
+                raise TokenizerError(self.source, "token id",
+                                     f"0 <= id < {len(self.tokens)}, got {i}")
+        text: str = self.hf.decode(list(ids), skip_special_tokens=False)
+        return text
+
+    # -- chat ---------------------------------------------------------------------------
+    def render_chat(self, messages: Sequence[Mapping[str, object]],
+                    add_generation_prompt: bool = True, template: str | None = None) -> str:
+        """Render ``messages`` with the file's chat template (or ``template``: Jinja text or a
+        built-in name such as ``"chatml"``); encode the result with ``special=True``."""
+        if template is None:
+            template = self.chat_template
+        if template is None:
+            raise TokenizerError(self.source, "tokenizer.chat_template",
+                                 "a chat template in the file, or pass template=NAME "
+                                 "(chatml, llama3, llada, dream)")
+        if "{" not in template:
+            template = builtin_template(template)
+        bos = self.tokens[self.bos_id] if self.bos_id is not None else ""
+        eos = self.tokens[self.eos_id] if self.eos_id is not None else ""
+        return render_chat(template, messages, add_generation_prompt,
+                           bos_token=bos, eos_token=eos, source=self.source)
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(kind={self.kind!r}, pre={self.pre!r}, vocab_size={self.vocab_size}, "
+                f"bos={self.bos_id}, eos={self.eos_id}, eot={self.eot_id}, add_bos={self.add_bos})")
