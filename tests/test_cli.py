@@ -85,3 +85,35 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
         pytest.skip("the llmnb console script is not installed in this environment")
     r = subprocess.run([exe, "inspect", str(tmp_path / "missing.gguf")], capture_output=True, text=True)
     assert r.returncode == 3 and r.stderr.startswith("llmnb: error:") and "Traceback" not in r.stderr
+
+
+def test_generate_json_and_streaming(capsys: pytest.CaptureFixture[str]) -> None:
+    hub_model("smollm2-135m")
+    code, out, err = run(capsys, "generate", "smollm2-135m", "-p", "1, 2, 3,", "-n", "6", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["ids"] and d["text"].startswith(" 4, 5")
+    assert d["stop_reason"] == "max_tokens" and d["stats"]["new_tokens"] == 6 and "decode" in err
+    code, out, _ = run(capsys, "generate", "smollm2-135m", "-p", "1, 2, 3,", "-n", "6")
+    assert code == 0 and out == d["text"] + "\n"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["generate", "smollm2-135m", "-p", "x", "--temp", "-1"], "finite number >= 0"),
+    (["generate", "smollm2-135m", "-p", "x", "--top-p", "2"], "0..1"),
+    (["generate", "smollm2-135m", "-p", "x", "-n", "0"], "positive"),
+    (["perplexity", "smollm2-135m", "x.txt", "--ctx", "zero"], "whole number"),
+])
+def test_bad_generation_flags_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                needle: str) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and needle in err and out == ""
+
+
+def test_perplexity_on_a_missing_or_too_short_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    hub_model("smollm2-135m")
+    code, _, err = run(capsys, "perplexity", "smollm2-135m", str(tmp_path / "none.txt"))
+    assert code == 3 and "readable UTF-8 text" in err
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words.")
+    code, _, err = run(capsys, "perplexity", "smollm2-135m", str(short), "--ctx", "64")
+    assert code == 4 and "needs at least 128" in err and err.count("\n") == 1
