@@ -18,7 +18,7 @@ from gguf.quants import quantize as gguf_quantize
 import llmnb.gguf
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
 from llmnb.quant import FORMATS, QuantError, bits_per_weight, dequantize, quantize
-from tests.real_models import hub_model
+from real_models import hub_model
 
 T = GGMLType
 DEQUANT_TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1,

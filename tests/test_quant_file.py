@@ -14,7 +14,7 @@ from llmnb.gguf.reader import MetadataField
 from llmnb.gguf.writer import TensorToWrite, write_gguf
 from llmnb.quant import QuantError, dequantize
 from llmnb.quant.gguf_file import describe_plan, plan_types, quantize_file, use_more_bits
-from tests.real_models import hub_model
+from real_models import hub_model
 
 T = GGMLType
 N_LAYERS = 8
