@@ -47,7 +47,7 @@ def test_a_wrong_shape_is_named(tmp_path: Path) -> None:
 
 def test_other_supported_types_load(tmp_path: Path) -> None:
     w = weights(copy_fixture(tmp_path, retype="blk.0.ffn_down.weight"))
-    assert w.layer(0).w_down.dtype == np.float32
+    assert w.layer(0).w_down_t.dtype == np.float32
 
 
 def test_preflight_picks_streaming_when_resident_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:

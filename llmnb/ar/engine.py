@@ -12,6 +12,7 @@ when the text produced ends with a stop string ("stop_string").
 """
 from __future__ import annotations
 
+import codecs
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -146,8 +147,9 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
              stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None) -> GenerationResult:
     """Generate up to `max_new_tokens` after `prompt` (``llmnb.generate``).
 
-    `on_text` receives the new text as it becomes final (a UTF-8 character split across
-    tokens, or a possible stop string, is held back until it resolves).
+    `on_text` receives the new text as it becomes final: token bytes go through an
+    incremental UTF-8 decoder (a character split across tokens waits for its last byte) and
+    a possible start of a stop string is held back until it resolves.
     """
     if max_new_tokens < 1:
         raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
@@ -155,7 +157,9 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
     ids = prompt_ids(model, prompt, chat, system)
     g = Generator(model, sampler, capacity=len(ids) + max_new_tokens)
     g.prefill(ids)
-    eog = set(model.tokenizer.eog_ids)
+    tok = model.tokenizer
+    eog = set(tok.eog_ids)
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # holds split characters
     tokens: list[int] = []
     text, emitted = "", 0
     t0 = time.perf_counter()
@@ -165,7 +169,7 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
         if token in eog:
             g.stop("eos")
             break
-        text = model.tokenizer.decode(tokens)
+        text += utf8.decode(tok.token_bytes(token))
         hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stop) if i >= 0),
                   default=-1)
         if hit >= 0:
@@ -175,15 +179,18 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
             g.stop("max_tokens")
         elif g.cache.length >= g.cache.capacity:
             g.stop("context_full")
+        if g.state == STOPPED and hit < 0:
+            text += utf8.decode(b"", final=True)
         safe = len(text) if g.state == STOPPED else len(text) - _hold_back(text, stop)
-        if not text[emitted:safe].endswith("\ufffd") or g.state == STOPPED:
-            if on_text is not None and safe > emitted:
-                on_text(text[emitted:safe])
-            emitted = max(emitted, safe)
+        if on_text is not None and safe > emitted:
+            on_text(text[emitted:safe])
+        emitted = max(emitted, safe)
         if g.state != STOPPED:
             g.feed(token)
     g.stats.decode_s = time.perf_counter() - t0
     g.stats.new_tokens = len(tokens)
+    if g.stop_reason == "eos":
+        text += utf8.decode(b"", final=True)
     if on_text is not None and len(text) > emitted:
         on_text(text[emitted:])
     return GenerationResult(ids, tokens, text, g.stop_reason, g.stats)

@@ -61,12 +61,24 @@ class Sampler:
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    @property
+    def filters(self) -> bool:
+        return self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+
     def keep_mask(self, logits: F32) -> npt.NDArray[np.bool_]:
         """Which tokens survive top-k, top-p and min-p (in that order)."""
-        order = np.argsort(-logits, kind="stable")            # (V,) most likely first
-        keep = np.zeros(logits.shape[0], dtype=np.bool_)
-        n = logits.shape[0] if self.top_k == 0 else min(self.top_k, logits.shape[0])
-        p = softmax(logits[order[:n]])                         # renormalised over the top k
+        v = logits.shape[0]
+        keep = np.zeros(v, dtype=np.bool_)
+        if not self.filters:
+            keep[:] = True
+            return keep
+        if 0 < self.top_k < v:   # only the k largest need sorting
+            top = np.argpartition(-logits, self.top_k - 1)[:self.top_k]
+            order = top[np.lexsort((top, -logits[top]))]           # by logit, ties to lower id
+        else:
+            order = np.argsort(-logits, kind="stable")             # (V,) most likely first
+        n = len(order)
+        p = softmax(logits[order])                                 # renormalised over survivors
         if self.top_p < 1.0:
             # smallest prefix whose mass reaches top_p (always at least one token)
             n = min(n, int(np.searchsorted(np.cumsum(p), self.top_p)) + 1)
@@ -82,6 +94,8 @@ class Sampler:
             out = np.zeros(logits.shape[0], dtype=np.float64)
             out[int(np.argmax(logits))] = 1.0
             return out
+        if not self.filters:
+            return softmax(logits, self.temperature)
         keep = self.keep_mask(logits)
         masked = np.where(keep, logits.astype(np.float64), -np.inf)
         return softmax(masked, self.temperature)

@@ -3,8 +3,9 @@
     x -> rms_norm -> q, k, v projections -> apply_rope(q, k) -> attention -> o projection -> + x
       -> rms_norm -> swiglu feed-forward -> + x
 
-Conventions: activations are float32 row vectors, ``(T, d)`` for T tokens. Weights are
-stored as GGUF holds them, ``(out, in)``, so a projection is ``x @ W.T`` (``linear``). RoPE uses the
+Conventions: activations are float32 row vectors, ``(T, d)`` for T tokens. GGUF stores a
+weight as ``(out, in)``; the loader keeps it transposed, ``(in, out)``, so a projection is
+``x @ W.T`` = ``linear(x, W.T)``. RoPE uses the
 half-split ("NEOX", Hugging Face) pairing (i, i + d/2); the loader converts llama.cpp's
 interleaved Llama files to it (``weights.unpermute_qk``).
 
@@ -19,25 +20,27 @@ import numpy.typing as npt
 F32 = npt.NDArray[np.float32]
 
 
-def linear(x: F32, w: F32) -> F32:
-    """x @ w.T for x (T, in) and w (out, in), as the product BLAS runs fastest.
+def linear(x: F32, w_t: F32) -> F32:
+    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out).
 
-    One token is a matrix-vector product, w @ x (bound by streaming w from memory). For
-    several tokens, (w @ x.T).T beats x @ w.T by 2-3x in OpenBLAS at small T (measured).
+    The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
+    (sgemv over columns: ~1.7x the bandwidth of the (out, in) layout when rows are short,
+    as they are here, measured by ``llmnb bench ar``). One token is a vector @ matrix
+    product, bound by reading w_t from memory; several tokens are a plain matrix product.
     """
     out: F32
     if x.shape[0] == 1:
-        out = (w @ x[0])[None, :]                             # (1, out)
+        out = (x[0] @ w_t)[None, :]                           # (1, out)
     else:
-        out = (w @ x.T).T                                     # (T, out), a transposed view
+        out = x @ w_t                                         # (T, out)
     return out
 
 
 def rms_norm(x: F32, weight: F32, eps: float) -> F32:
     """x / sqrt(mean(x^2) + eps) * weight, per row."""
-    ms = np.mean(np.square(x), axis=-1, keepdims=True)        # (T, 1)
-    out: F32 = (x / np.sqrt(ms + np.float32(eps)) * weight).astype(np.float32, copy=False)
-    return out                                                # (T, d)
+    ms = np.einsum("td,td->t", x, x)[:, None] / np.float32(x.shape[-1])   # (T, 1) mean of squares
+    out: F32 = x / np.sqrt(ms + np.float32(eps)) * weight                 # (T, d)
+    return out
 
 
 def rope_inv_freq(rope_dim: int, base: float, freq_factors: F32 | None = None) -> npt.NDArray[np.float64]:
@@ -86,7 +89,7 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     scores = np.matmul(qg, k.transpose(0, 2, 1))              # (n_kv, g*T, S)
     scores *= np.float32(1.0 / np.sqrt(hd))
     scores = scores.reshape(n_kv, group, t, s)                # (n_kv, g, T, S)
-    if causal:
+    if causal and not (t == 1 and q_offset == s - 1):   # one newest query sees every key
         allowed = np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]   # (T, S)
         scores = np.where(allowed, scores, np.float32(-np.inf))
     if key_mask is not None:

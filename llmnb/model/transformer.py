@@ -57,25 +57,26 @@ class Transformer:
         for i in range(c.n_layer):
             lw = self.weights.layer(i)
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
-            qkv = linear(x, lw.wqkv)                                           # (T, nq + 2 nkv)
+            qkv = linear(x, lw.wqkv_t)                                           # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
-            q = qkv[:, :nq].reshape(t, c.n_head, c.head_dim).transpose(1, 0, 2)        # (nh, T, hd)
-            k = qkv[:, nq:nq + nkv].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
+            # q and k heads side by side, rotated in one call: (nh + nkv, T, hd)
+            qk = apply_rope(qkv[:, :nq + nkv].reshape(t, -1, c.head_dim).transpose(1, 0, 2),
+                            cos, sin)
+            q, k = qk[:c.n_head], qk[c.n_head:]                                 # (nh, T, hd), (nkv, T, hd)
             v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             if cache is not None:
                 k, v = cache.update(i, k, np.ascontiguousarray(v))        # (nkv, S, hd)
             a = attention(q, k, v, causal, q_offset=start, key_mask=key_mask)   # (T, nq)
-            h = h + linear(a, lw.wo)                                           # (T, d)
+            h = h + linear(a, lw.wo_t)                                         # (T, d)
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
-            gu = linear(x, lw.w_gate_up)                                       # (T, 2 ff)
-            h = h + linear(swiglu(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down)  # (T, d)
+            gu = linear(x, lw.w_gate_up_t)                                     # (T, 2 ff)
+            h = h + linear(swiglu(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t)  # (T, d)
         return rms_norm(h, self.weights.output_norm, c.rms_eps)
 
     def logits(self, hidden: F32) -> F32:
         """(T, d) hidden states -> (T, vocab) logits through the output head."""
-        return linear(hidden, self.weights.head())
+        return linear(hidden, self.weights.head_t())
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                 causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,

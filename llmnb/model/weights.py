@@ -4,7 +4,8 @@ Two residencies:
 
 - ``resident`` (default): every layer is dequantized once, at load, to float32, with Q/K/V
   fused into one matrix and gate/up into another (one matrix product each instead of three
-  and two). Decoding then streams 4 bytes per weight per token: fast as long as it fits.
+  and two), each stored transposed, (in, out), the layout BLAS streams fastest for one
+  token (``blocks.linear``). Decoding then streams 4 bytes per weight per token.
 - ``streaming``: the quantized bytes stay in the memory-mapped file and a layer is
   dequantized when the forward pass reaches it. Slow, but only one layer is ever float32.
 
@@ -39,15 +40,22 @@ def unpermute_qk(w: F32, n_heads: int) -> F32:
         w.reshape(n_heads, -1, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
+def transposed(w: F32) -> F32:
+    """(out, in) -> a contiguous (in, out) copy."""
+    return np.ascontiguousarray(w.T)
+
+
 @dataclass
 class LayerWeights:
+    """One layer's float32 weights; matrices transposed to (in, out) (suffix ``_t``)."""
+
     attn_norm: F32          # (d,)
-    wqkv: F32               # (n_head*hd + 2*n_kv*hd, d)  Q, K, V rows stacked
+    wqkv_t: F32             # (d, n_head*hd + 2*n_kv*hd)  Q, K, V output columns side by side
     bqkv: F32 | None        # (n_head*hd + 2*n_kv*hd,)    Qwen2's biases
-    wo: F32                 # (d, n_head*hd)
+    wo_t: F32               # (n_head*hd, d)
     ffn_norm: F32           # (d,)
-    w_gate_up: F32          # (2*ff, d)                   gate rows, then up rows
-    w_down: F32             # (d, ff)
+    w_gate_up_t: F32        # (d, 2*ff)                   gate columns, then up columns
+    w_down_t: F32           # (ff, d)
 
 
 class Weights:
@@ -63,8 +71,7 @@ class Weights:
         self.output_norm = self.tensor("output_norm.weight")
         factors = f.tensors.get("rope_freqs.weight")
         self.rope_freq_factors: F32 | None = self.tensor(factors.name) if factors else None
-        head_name = "token_embd.weight" if config.tied_output else "output.weight"
-        self._head: F32 | None = self.tensor(head_name) if residency == "resident" else None
+        self._head_t: F32 | None = self._load_head_t() if residency == "resident" else None
         self._layers: list[LayerWeights] = (
             [self._load_layer(i) for i in range(config.n_layer)] if residency == "resident" else [])
         if residency == "resident":
@@ -132,38 +139,41 @@ class Weights:
             wq, wk = unpermute_qk(wq, c.n_head), unpermute_qk(wk, c.n_head_kv)
         return LayerWeights(
             attn_norm=self.tensor(p + "attn_norm.weight"),
-            wqkv=np.concatenate([wq, wk, self.tensor(p + "attn_v.weight")]),
+            wqkv_t=transposed(np.concatenate([wq, wk, self.tensor(p + "attn_v.weight")])),
             bqkv=bqkv,
-            wo=self.tensor(p + "attn_output.weight"),
+            wo_t=transposed(self.tensor(p + "attn_output.weight")),
             ffn_norm=self.tensor(p + "ffn_norm.weight"),
-            w_gate_up=np.concatenate([self.tensor(p + "ffn_gate.weight"),
-                                      self.tensor(p + "ffn_up.weight")]),
-            w_down=self.tensor(p + "ffn_down.weight"),
+            w_gate_up_t=transposed(np.concatenate([self.tensor(p + "ffn_gate.weight"),
+                                                   self.tensor(p + "ffn_up.weight")])),
+            w_down_t=transposed(self.tensor(p + "ffn_down.weight")),
         )
 
     # --- embedding and head ------------------------------------------------------------
 
+    def _load_head_t(self) -> F32:
+        return transposed(self.tensor(
+            "token_embd.weight" if self.config.tied_output else "output.weight"))
+
     def embed(self, ids: npt.NDArray[np.int64]) -> F32:
         """Rows of the token embedding for `ids`, dequantizing only those rows: (T, d)."""
-        if self._head is not None and self.config.tied_output:
-            return self._head[ids]
+        if self._head_t is not None and self.config.tied_output:
+            return np.ascontiguousarray(self._head_t[:, ids].T)           # tied: columns of head_t
         info = self.file.tensors["token_embd.weight"]
         rows = self.file.raw(info.name).reshape(info.shape[0], -1)[ids]   # (T, row bytes)
         return dequantize(rows, info.ggml_type, (len(ids), info.shape[1]))
 
-    def head(self) -> F32:
-        """The output matrix (vocab, d): the token embedding itself when tied."""
-        if self._head is not None:
-            return self._head
-        return self.tensor("token_embd.weight" if self.config.tied_output else "output.weight")
+    def head_t(self) -> F32:
+        """The output matrix transposed, (d, vocab): the token embedding itself when tied."""
+        return self._head_t if self._head_t is not None else self._load_head_t()
 
     @property
     def nbytes(self) -> int:
         """Bytes of float32 arrays held (resident) — what decoding streams per token."""
         held = sum(a.nbytes for lw in self._layers for a in (
-            lw.attn_norm, lw.wqkv, lw.wo, lw.ffn_norm, lw.w_gate_up, lw.w_down))
+            lw.attn_norm, lw.wqkv_t, lw.wo_t, lw.ffn_norm, lw.w_gate_up_t, lw.w_down_t))
         held += sum(lw.bqkv.nbytes for lw in self._layers if lw.bqkv is not None)
-        return held + (self._head.nbytes if self._head is not None else 0) + self.output_norm.nbytes
+        head = self._head_t.nbytes if self._head_t is not None else 0
+        return held + head + self.output_norm.nbytes
 
 
 # --- memory preflight --------------------------------------------------------------------
