@@ -1,0 +1,64 @@
+"""Perplexity: the llama-perplexity rule by hand, and agreement with llama.cpp on SmolLM2."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llmnb
+from llmnb.ar.perplexity import perplexity, token_nll
+from llmnb.errors import UsageError
+from llmnb.model import ModelError
+from oracle import ORACLE
+from real_models import hub_model
+
+ROOT = Path(__file__).parent.parent
+TEXT = (ROOT / "data" / "text" / "persuasion.txt").read_text(encoding="utf-8")
+REF = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "perplexity_smollm2.json").read_text())
+
+
+def test_token_nll_is_minus_log_softmax() -> None:
+    logits = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    got = token_nll(logits, np.array([2, 1]))
+    want = [-math.log(math.exp(3) / (math.exp(1) + math.exp(2) + math.exp(3))), math.log(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_half_rule_scores_the_second_half_of_each_window_by_hand() -> None:
+    m = llmnb.load(hub_model("smollm2-135m"))
+    text = TEXT[:300]
+    ids = np.asarray(m.tokenizer.encode(text, add_special=True))
+    ctx = 8
+    r = perplexity(m, text, ctx=ctx)
+    nll = []
+    for c in range(len(ids) // ctx):
+        w = ids[c * ctx:(c + 1) * ctx]
+        logits = m.forward(w)
+        nll += list(token_nll(logits[ctx // 2:ctx - 1], w[ctx // 2 + 1:]))
+    assert r.n_scored == len(nll) == (len(ids) // ctx) * (ctx - ctx // 2 - 1)
+    assert r.ppl == pytest.approx(math.exp(np.mean(nll)), rel=1e-9)
+    full = perplexity(m, text, ctx=ctx, rule="full")
+    assert full.n_scored == (len(ids) // ctx) * (ctx - 1)
+
+
+def test_bad_arguments() -> None:
+    m = llmnb.load(ORACLE / "llama_f32.gguf")
+    with pytest.raises(UsageError, match="rule"):
+        perplexity(m, "x", rule="middle")
+    with pytest.raises(UsageError, match="exceeds the model's context"):
+        perplexity(m, "x", ctx=10_000)
+    with pytest.raises(ModelError, match="needs at least"):
+        perplexity(m, "<tok1><tok2>", ctx=8)
+
+
+@pytest.mark.parametrize("model_file,tolerance", [("f32", 0.005), ("original", 0.01)])
+def test_smollm2_matches_llama_perplexity(model_file: str, tolerance: float) -> None:
+    run = next(r for r in REF["runs"] if r["model_file"] == model_file and r["n_ctx"] == 512)
+    m = llmnb.load(hub_model("smollm2-135m"))
+    with llmnb.threads(2):
+        r = perplexity(m, TEXT, ctx=512, max_chunks=run["chunks"])
+    assert r.n_scored == run["scored_tokens"]
+    assert r.ppl == pytest.approx(run["ppl"], rel=tolerance)
