@@ -82,3 +82,24 @@ def test_causal_attention_ignores_the_future_and_gqa_shares_heads() -> None:
     # query heads 0,1 use kv head 0; heads 2,3 use kv head 1
     full = attention(q, np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0), causal=True)
     np.testing.assert_allclose(out, full, rtol=1e-6)
+
+
+def test_llama3_rope_scaling_through_rope_freqs_factors() -> None:
+    """Llama-3 files carry `rope_freqs.weight` (llama.cpp's converter turns HF's llama3
+    rope_scaling into per-frequency divisors); dividing by them must give HF's frequencies."""
+    dim, base = 64, 500000.0
+    factor, low, high, orig_ctx = 8.0, 1.0, 4.0, 8192
+    inv = 1.0 / base ** (np.arange(0, dim, 2) / dim)
+    wavelen = 2 * np.pi / inv
+    low_wl, high_wl = orig_ctx / low, orig_ctx / high
+    # HF transformers' _compute_llama3_parameters, written out
+    smooth = (orig_ctx / wavelen - low) / (high - low)
+    hf = np.where(wavelen > low_wl, inv / factor, inv)
+    mid = (wavelen >= high_wl) & (wavelen <= low_wl)
+    hf = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, hf)
+    # llama.cpp's converter: the divisor per frequency
+    factors = np.where(wavelen < high_wl, 1.0,
+                       np.where(wavelen > low_wl, factor, 1 / ((1 - smooth) / factor + smooth)))
+    got = rope_inv_freq(dim, base, factors.astype(np.float32))
+    np.testing.assert_allclose(got, hf, rtol=1e-6)
+    assert (got < inv).sum() > 0 and got[0] == inv[0]   # low frequencies slowed, high kept

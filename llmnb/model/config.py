@@ -40,7 +40,7 @@ class ModelConfig:
     shift_logits: bool
     tied_output: bool            # no output.weight: the token embedding is the output head
     qkv_bias: bool
-    rope_scaling: str            # "none" or "llama3"
+    rope_scaling: str            # "none", or "llama3" (rope_freqs.weight divides the frequencies)
     mask_token_id: int | None
 
     @property
@@ -101,7 +101,9 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
     causal_default = arch in ("llama", "qwen2")
     causal = _get(f, f"{arch}.attention.causal", bool, causal_default)
     shift = _get(f, "diffusion.shift_logits", bool, arch == "dream")
-    scaling = _get(f, f"{arch}.rope.scaling.type", str, "none")
+    # Llama-3 RoPE scaling comes as per-frequency divisors in a tensor (llama.cpp's converter)
+    scaling = "llama3" if "rope_freqs.weight" in f.tensors else _get(
+        f, f"{arch}.rope.scaling.type", str, "none")
     mask_id = f.fields.get("tokenizer.ggml.mask_token_id")
     if emb.shape[1] != n_embd:
         raise ModelError(f"{f.path}: token_embd.weight: expected {n_embd} columns, got {emb.shape}")
