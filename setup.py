@@ -15,7 +15,8 @@ from setuptools import setup
 # Interpreted on purpose: user-facing glue, where compile time buys nothing.
 # writer.py and gguf_file.py (file I/O glue) import gguf-py, which the isolated build
 # environment does not have.
-INTERPRETED = {"llmnb/cli.py", "llmnb/__main__.py", "llmnb/gguf/writer.py", "llmnb/quant/gguf_file.py"}
+INTERPRETED = {"llmnb/cli.py", "llmnb/__main__.py", "llmnb/source.py", "llmnb/gguf/writer.py",
+               "llmnb/quant/gguf_file.py"}
 INTERPRETED_DIRS = ("llmnb/widgets/", "llmnb/perf/bench")
 
 

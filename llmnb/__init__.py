@@ -2,14 +2,15 @@
 
 The public names (see README.md): ``llmnb.gguf.open``, ``llmnb.quant.dequantize`` /
 ``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with ``llmnb.Greedy`` /
-``llmnb.Sampler``, ``llmnb.perplexity``, ``llmnb.threads``.
+``llmnb.Sampler``, ``llmnb.perplexity``, ``llmnb.threads``, ``llmnb.source``.
 """
 from llmnb import gguf, hub, quant
 from llmnb.ar import Greedy, Sampler, generate, perplexity
 from llmnb.errors import LLMNBError
 from llmnb.model import Model, load
 from llmnb.perf.threads import threads
+from llmnb.source import source
 
 __version__ = "0.1.0"
 __all__ = ["Greedy", "LLMNBError", "Model", "Sampler", "generate", "gguf", "hub", "load",
-           "perplexity", "quant", "threads"]
+           "perplexity", "quant", "source", "threads"]

@@ -11,7 +11,9 @@ the model wants a BOS, the chat template, and llama.cpp's two tokenize modes:
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from typing import SupportsIndex
 
 import tokenizers
 
@@ -60,27 +62,29 @@ class Tokenizer:
                 out.append(i)
         return out
 
-    def token_text(self, token_id: int) -> str:
+    def token_text(self, token_id: SupportsIndex) -> str:
         """The token's text as stored in the vocabulary (byte-level BPE shows 'Ġ' for a space)."""
-        if not 0 <= token_id < len(self.tokens):
+        tid = operator.index(token_id)
+        if not 0 <= tid < len(self.tokens):
             raise TokenizerError(self.source, "token id",
-                                 f"0 <= id < {len(self.tokens)}, got {token_id}")
-        return self.tokens[token_id]
+                                 f"0 <= id < {len(self.tokens)}, got {tid}")
+        return self.tokens[tid]
 
-    def token_bytes(self, token_id: int) -> bytes:
+    def token_bytes(self, token_id: SupportsIndex) -> bytes:
         """The bytes token ``token_id`` stands for in text (b' hi' for 'Ġhi' or '▁hi').
         A token may be part of a UTF-8 character: stream output by feeding these bytes
         to an incremental UTF-8 decoder."""
-        text = self.token_text(token_id)
+        tid = operator.index(token_id)
+        text = self.token_text(tid)
         if self._added_ids is None:
             self._added_ids = {int(i) for i in self.hf.get_added_tokens_decoder()}
-        if token_id in self._added_ids:
+        if tid in self._added_ids:
             return text.encode("utf-8")
         if self.kind == "gpt2":
             return byte_bpe_token_bytes(text)
         if self.kind == "llama":
             return sentencepiece_token_bytes(text)
-        return self.decode([token_id]).encode("utf-8")
+        return self.decode([tid]).encode("utf-8")
 
     # -- text <-> ids -------------------------------------------------------------------
     def encode(self, text: str, special: bool = False, add_special: bool = False) -> list[int]:
@@ -97,13 +101,15 @@ class Tokenizer:
                 ids.append(self.eos_id)
         return ids
 
-    def decode(self, ids: Sequence[int]) -> str:
-        """The text of ``ids`` (special tokens rendered as their text; invalid UTF-8 as U+FFFD)."""
-        for i in ids:
+    def decode(self, ids: Iterable[SupportsIndex]) -> str:
+        """The text of ``ids`` (special tokens rendered as their text; invalid UTF-8 as U+FFFD).
+        Any integers do, numpy's included."""
+        plain = [operator.index(i) for i in ids]
+        for i in plain:
             if not 0 <= i < len(self.tokens):
                 raise TokenizerError(self.source, "token id",
                                      f"0 <= id < {len(self.tokens)}, got {i}")
-        text: str = self.hf.decode(list(ids), skip_special_tokens=False)
+        text: str = self.hf.decode(plain, skip_special_tokens=False)
         return text
 
     # -- chat ---------------------------------------------------------------------------
