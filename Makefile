@@ -17,8 +17,11 @@ NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
 .PHONY: lab test test-pure setup models mypy pytest bench clean
 
+# JupyterLab refuses to run as root unless told; containers often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: setup models
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
 test: setup models mypy pytest
 
