@@ -193,24 +193,22 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 # --- parser -----------------------------------------------------------------------------
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
-    return v
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `low`."""
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(
+                f"expected a positive number, got {v}" if low == 1 else f"expected {low} or more, got {v}")
+        return v
+    return parse
 
 
-def _non_negative_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _non_negative_float(s: str) -> float:
