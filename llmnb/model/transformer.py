@@ -10,9 +10,10 @@
         h = h + swiglu(g, u) @ Wdown.T
     logits = rms_norm(h) @ Whead.T                            # (T, vocab)
 
-The KV cache is anything with ``update(layer, k, v) -> (k_all, v_all)`` (``KVStore``); the
-autoregressive engine passes a preallocated one (``llmnb.ar.kv_cache``). Without a cache the
-pass sees only the given tokens, which is what ``Model.forward`` and diffusion steps do.
+The KV cache is anything with ``update(layer, k, v) -> (k_all, v_all)`` (``KVStore``): the
+autoregressive engine passes a preallocated one (``llmnb.ar.kv_cache``), a diffusion step
+with the inter-step cache passes one that scatters the recomputed positions into a full
+canvas (``llmnb.diffusion.cache``). Without a cache the pass sees only the given tokens.
 """
 from __future__ import annotations
 
@@ -45,14 +46,17 @@ class Transformer:
         self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors)
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
-               causal: bool | None = None,
-               key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
-        """The final normalised hidden states (T, d) for `ids` at positions start.."""
+               causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
+               positions: npt.NDArray[np.int64] | None = None) -> F32:
+        """The final normalised hidden states (T, d) for `ids` at positions start.. (or at
+        explicit `positions`, for a diffusion step that recomputes only some of its canvas)."""
         c = self.config
         causal = c.causal if causal is None else causal
         t = len(ids)
         nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
-        cos, sin = rope_tables(np.arange(start, start + t, dtype=np.int64), self.inv_freq)
+        if positions is None:
+            positions = np.arange(start, start + t, dtype=np.int64)
+        cos, sin = rope_tables(positions, self.inv_freq)
         h = self.weights.embed(ids)                                        # (T, d)
         for i in range(c.n_layer):
             lw = self.weights.layer(i)

@@ -1,0 +1,82 @@
+"""The inter-step K/V cache of diffuse-cpp: recompute only the positions that changed.
+
+Between two denoising steps most of the canvas stays put: the prompt never changes, and a
+committed token never changes again. diffuse-cpp therefore keeps every layer's keys and
+values (after RoPE) from the last forward and recomputes only the *active* set:
+
+    active(step) = still masked
+                 U committed since the last forward (token differs from then)
+                 U committed within the last `keep_active` steps
+
+The other positions' K/V are reused as they were, which is an approximation: the prompt's
+K/V are computed once, at step 0, while the whole answer was still masks, and a committed
+token's K/V once more after it lands. A full forward runs on step 0, every `refresh` steps
+(0 = never) and whenever every position is active.
+
+llmnb stores K/V at key/value-head width (n_head_kv, not n_head after GQA expansion):
+the same results for n_head / n_head_kv times less memory (7x for Dream-7B), the saving the
+paper names as future work. For Dream, whose masked position i reads the logits of i - 1,
+llmnb also keeps every i - 1 active, so no logits row is read stale (diffuse-cpp reads a
+row left from the last step i - 1 was active; that is a bug there, not reproduced here).
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.model.config import ModelConfig
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+class InterStepCache:
+    """Per-layer K/V of the whole canvas; a forward on the active positions scatters its
+    fresh K/V in and attends over everything (``KVStore`` for ``Transformer.hidden``)."""
+
+    def __init__(self, config: ModelConfig, n_positions: int, keep_active: int = 0,
+                 refresh: int = 0, shift: bool = False) -> None:
+        shape = (config.n_layer, config.n_head_kv, n_positions, config.head_dim)
+        self.k: F32 = np.zeros(shape, dtype=np.float32)       # (L, n_kv, N, hd)
+        self.v: F32 = np.zeros(shape, dtype=np.float32)
+        self.n_positions = n_positions
+        self.keep_active = keep_active
+        self.refresh = refresh
+        self.shift = shift
+        self.prev_tokens: I64 | None = None                    # canvas at the last forward
+        self.last_changed: I64 = np.full(n_positions, -1, dtype=np.int64)
+        self.active: I64 = np.arange(n_positions, dtype=np.int64)
+        self.full_forwards = 0
+        self.partial_forwards = 0
+
+    def plan(self, step: int, tokens: I64, masked: npt.NDArray[np.bool_]) -> I64:
+        """Choose the positions to recompute at `step` (all of them on a full step)."""
+        full = self.prev_tokens is None or (self.refresh > 0 and step > 0 and step % self.refresh == 0)
+        if not full:
+            assert self.prev_tokens is not None
+            changed = tokens != self.prev_tokens
+            self.last_changed[changed] = step
+            recent = (self.last_changed >= 0) & (step - self.last_changed <= self.keep_active) \
+                if self.keep_active > 0 else np.zeros_like(masked)
+            act = masked | changed | recent
+            if self.shift:   # Dream: masked i reads row i - 1, which must be fresh
+                act[:-1] |= masked[1:]
+            full = bool(act.all()) or not bool(act.any())
+        self.active = (np.arange(self.n_positions, dtype=np.int64) if full
+                       else np.flatnonzero(act).astype(np.int64))
+        self.prev_tokens = tokens.copy()
+        if full:
+            self.full_forwards += 1
+        else:
+            self.partial_forwards += 1
+        return self.active
+
+    def update(self, layer: int, k: F32, v: F32) -> tuple[F32, F32]:
+        """Scatter the active positions' fresh k, v (n_kv, A, hd); return the whole canvas's."""
+        self.k[layer][:, self.active] = k
+        self.v[layer][:, self.active] = v
+        return self.k[layer], self.v[layer]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.k.nbytes + self.v.nbytes)

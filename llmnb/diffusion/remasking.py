@@ -1,0 +1,104 @@
+"""Which masked positions to commit: candidate tokens, their confidence, the order.
+
+For every masked position the model proposes a token (argmax at temperature 0, else a
+sample from softmax(logits / T) drawn LLaDA's way: argmax of exp(logits) / (-log u)^T in
+float64) and a confidence. The step then commits the most confident positions first.
+
+Confidence by ``remasking`` rule (larger = commit sooner):
+
+| rule            | confidence                                         | from            |
+|-----------------|----------------------------------------------------|-----------------|
+| `low_confidence`| raw top-1 logit (sampled token's probability at T>0)| diffuse-cpp     |
+| `probability`   | softmax probability of the chosen token            | LLaDA           |
+| `maskgit_plus`  | softmax probability of the chosen token            | Dream           |
+| `topk_margin`   | top-1 minus top-2 logit (always a margin, also at T>0) | diffuse-cpp  |
+| `entropy`       | minus the entropy of the position's distribution    | Dream           |
+| `random`        | uniform noise from the seeded generator             | LLaDA           |
+
+diffuse-cpp aliases maskgit_plus to its raw-logit rule and turns topk_margin into p(sampled) at
+T>0; llmnb follows Dream for the first and always computes a margin for the second. Ties
+are broken by position, ascending (a stable sort; diffuse-cpp's std::sort leaves it open).
+Entropy is always taken from the raw logits (float32 softmax, natural log, terms with
+p <= 1e-10 skipped), as diffuse-cpp's entropy_exit does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.errors import UsageError
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+REMASKING = ("low_confidence", "probability", "maskgit_plus", "topk_margin", "entropy", "random")
+
+
+@dataclass
+class Candidates:
+    """Proposals for masked positions, in ascending position order."""
+
+    positions: I64          # (m,) canvas positions
+    tokens: I64             # (m,) proposed token per position
+    confidence: F64         # (m,) larger = more certain (per the remasking rule)
+    entropy: F64            # (m,) nats, from the raw logits
+
+
+def entropy(logits: F32) -> F64:
+    """H = -sum p log p per row (natural log, float32 softmax, p <= 1e-10 skipped)."""
+    z = logits - logits.max(axis=1, keepdims=True)                 # (m, V)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    terms = np.where(p > 1e-10, p * np.log(np.maximum(p, 1e-30)), np.float32(0.0))
+    out: F64 = -terms.sum(axis=1).astype(np.float64)
+    return out
+
+
+def softmax64(logits: F32) -> F64:
+    z = logits.astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    out: F64 = e / e.sum(axis=1, keepdims=True)
+    return out
+
+
+def propose(logits: F32, positions: I64, remasking: str, temperature: float,
+            rng: np.random.Generator) -> Candidates:
+    """Tokens and confidences for the masked `positions`, given their logits rows (m, V)."""
+    if remasking not in REMASKING:
+        raise UsageError(f"remasking: expected one of {', '.join(REMASKING)}, got {remasking!r}")
+    m = logits.shape[0]
+    rows = np.arange(m)
+    if temperature > 0.0:
+        # exact categorical sampling of softmax(logits / T), in float64 (LLaDA, arXiv 2409.02908)
+        u = rng.random(logits.shape)
+        gumbel = (-np.log(u)) ** temperature
+        z = logits.astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)                          # per row: no overflow
+        tokens = np.argmax(np.exp(z) / gumbel, axis=1)
+    else:
+        tokens = np.argmax(logits, axis=1)                           # ties: lowest id
+    ent = entropy(logits)
+    if remasking == "low_confidence":
+        conf = (logits[rows, tokens].astype(np.float64) if temperature <= 0.0
+                else softmax64(logits)[rows, tokens])
+    elif remasking in ("probability", "maskgit_plus"):
+        conf = softmax64(logits)[rows, tokens]
+    elif remasking == "topk_margin":
+        top2 = np.partition(logits, -2, axis=1)[:, -2:].astype(np.float64)   # (m, 2) ascending
+        conf = top2[:, 1] - top2[:, 0]
+    elif remasking == "entropy":
+        conf = -ent
+    else:  # random
+        conf = rng.random(m)
+    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent)
+
+
+def order(c: Candidates, by_entropy: bool = False) -> I64:
+    """Indices into `c`, most certain first (highest confidence, or lowest entropy);
+    ties by position ascending."""
+    key = c.entropy if by_entropy else -c.confidence
+    out: I64 = np.lexsort((c.positions, key)).astype(np.int64)
+    return out

@@ -1,0 +1,157 @@
+"""Masked diffusion: diffuse-cpp's schedules and rules reproduced exactly at temperature 0."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llmnb
+from llmnb.diffusion import diffuse, entropy, plan
+from llmnb.diffusion.schedules import transfer_count
+from llmnb.errors import UsageError
+from llmnb.model import Model, ModelError
+from oracle import ORACLE
+
+PROMPT = [3, 17, 120, 42, 99, 7]
+
+
+@pytest.fixture(scope="module")
+def llada() -> Model:
+    return llmnb.load(ORACLE / "llada_f32.gguf")
+
+
+@pytest.fixture(scope="module")
+def dream() -> Model:
+    return llmnb.load(ORACLE / "dream_f32.gguf")
+
+
+# --- schedules: the worked lists of reference/diffuse-cpp.md §4.4 and peers.md §1-2 -------------
+
+def test_cosine_counts_for_256_and_64_tokens_in_16_steps() -> None:
+    assert plan("cosine", 16, 256) == [1, 4, 6, 8, 11, 13, 15, 17, 19, 20, 22, 23, 23, 24, 25, 25]
+    assert plan("cosine", 16, 64) == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6]
+    assert plan("cosine", 32, 256) == [1, 1, 2, 2, 3, 3, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 9, 10, 10,
+                                       11, 11, 11, 11, 12, 12, 12, 12, 12, 12, 12, 13]
+
+
+def test_linear_even_and_dream_eps_counts() -> None:
+    assert plan("linear", 16, 256) == [16] * 16 and plan("linear", 16, 64) == [4] * 16
+    assert plan("even", 4, 10) == [3, 3, 2, 2]                      # LLaDA's remainder rule
+    assert plan("eps", 16, 256) == [15] + [16] * 14 + [17]          # Dream, eps = 1e-3
+    assert plan("eps", 16, 64) == [3] + [4] * 14 + [5]
+
+
+def test_counts_are_relative_to_what_is_still_masked_and_finish_on_the_last_step() -> None:
+    assert transfer_count("cosine", 15, 16, 7) == 7
+    assert transfer_count("cosine", 0, 16, 256) == 1 and transfer_count("cosine", 0, 16, 0) == 0
+    with pytest.raises(UsageError, match="schedule"):
+        transfer_count("quadratic", 0, 4, 10)
+
+
+# --- the loop, against a plain re-statement of diffuse-cpp's algorithm -------------------------
+
+def reference_loop(m: Model, steps: int, n: int, rule: str, tau: float = 1.5) -> list[list[int]]:
+    """diffuse-cpp §4 at temperature 0, no cache, written out: full forward, candidates in
+    position order, cosine count on the current masked count, stable order, commit."""
+    mask = int(m.config.mask_token_id)  # type: ignore[arg-type]
+    seq = np.array(PROMPT + [mask] * n)
+    masked = np.r_[np.zeros(len(PROMPT), bool), np.ones(n, bool)]
+    hist = []
+    for step in range(steps):
+        if not masked.any():
+            break
+        logits = m.forward(seq)
+        pos = np.flatnonzero(masked)
+        rows = logits[np.maximum(pos - 1, 0)] if m.config.shift_logits else logits[pos]
+        tok = rows.argmax(1)
+        ent = entropy(rows)
+        k = transfer_count("cosine", step, steps, len(pos))
+        if rule == "entropy_exit":
+            k = min(max(k, int((ent < tau).sum())), len(pos))
+            idx = np.lexsort((pos, ent))
+        else:
+            conf = rows[np.arange(len(pos)), tok] if rule == "low_confidence" else \
+                np.sort(rows, 1)[:, -1] - np.sort(rows, 1)[:, -2]
+            idx = np.lexsort((pos, -conf))
+        seq[pos[idx[:k]]] = tok[idx[:k]]
+        masked[pos[idx[:k]]] = False
+        hist.append(np.where(masked, mask, seq)[len(PROMPT):].tolist())
+    return hist
+
+
+@pytest.mark.parametrize("rule", ["low_confidence", "topk_margin", "entropy_exit"])
+@pytest.mark.parametrize("model", ["llada", "dream"])
+def test_denoising_matches_the_reference_rules(rule: str, model: str, request: pytest.FixtureRequest) -> None:
+    m = request.getfixturevalue(model)
+    scheduler = "entropy_exit" if rule == "entropy_exit" else "low_confidence"
+    remasking = "low_confidence" if rule == "entropy_exit" else rule
+    r = diffuse(m, PROMPT, gen_length=24, steps=8, scheduler=scheduler, remasking=remasking,
+                cache=False, entropy_threshold=4.5)
+    want = reference_loop(m, 8, 24, rule, tau=4.5)
+    assert [h.tolist() for h in r.history] == want
+    assert r.steps_taken == len(want) and r.tokens == want[-1]
+
+
+def test_entropy_exit_commits_at_least_the_schedule_and_every_easy_position(llada: Model) -> None:
+    easy = diffuse(llada, PROMPT, gen_length=24, steps=8, scheduler="entropy_exit",
+                   entropy_threshold=100.0, cache=False)       # every position counts as easy
+    assert easy.steps_taken == 1
+    hard = diffuse(llada, PROMPT, gen_length=24, steps=8, scheduler="entropy_exit",
+                   entropy_threshold=0.0, cache=False)         # none: the cosine schedule alone
+    filled = [int((h != llada.config.mask_token_id).sum()) for h in hard.history]
+    assert np.diff([0] + filled).tolist() == plan("cosine", 8, 24)
+
+
+def test_fast_dllm_threshold_and_factor_finish_the_block(llada: Model) -> None:
+    for scheduler in ("threshold", "factor"):
+        r = diffuse(llada, PROMPT, gen_length=16, steps=4, scheduler=scheduler, cache=False)
+        assert r.steps_taken <= 4 and sum(r.stats.committed) == 16
+        assert all(c >= 1 for c in r.stats.committed)            # the top-1 always goes in
+    loose = diffuse(llada, PROMPT, gen_length=16, steps=4, scheduler="threshold", threshold=0.0,
+                    cache=False)
+    assert loose.stats.committed == [16]                          # every probability >= 0
+    strict = diffuse(llada, PROMPT, gen_length=16, steps=4, scheduler="factor", factor=0.0,
+                     cache=False)
+    assert strict.stats.committed[:3] == [1, 1, 1]                # c_n >= 1 never holds after n = 1
+
+
+def test_semi_autoregressive_blocks_fill_left_to_right(llada: Model) -> None:
+    r = diffuse(llada, PROMPT, gen_length=16, steps=8, block_length=8, cache=False)
+    mask = llada.config.mask_token_id
+    for h in r.history[:4]:                                      # first block's steps
+        assert (h[8:] == mask).all()
+    assert r.steps_taken == 8
+
+
+def test_cache_refreshed_every_step_equals_no_cache(llada: Model, dream: Model) -> None:
+    for m in (llada, dream):
+        a = diffuse(m, PROMPT, gen_length=24, steps=8, cache=False)
+        b = diffuse(m, PROMPT, gen_length=24, steps=8, cache=True, cache_refresh=1)
+        assert [h.tolist() for h in a.history] == [h.tolist() for h in b.history]
+
+
+def test_cache_recomputes_only_the_active_positions(llada: Model) -> None:
+    r = diffuse(llada, PROMPT, gen_length=24, steps=8, cache=True)
+    active = r.stats.active_positions
+    assert active[0] == len(PROMPT) + 24 and all(a < active[0] for a in active[1:])
+    assert r.stats.full_forwards == 1
+
+
+def test_temperature_sampling_is_seeded(llada: Model) -> None:
+    a = diffuse(llada, PROMPT, gen_length=16, steps=4, temperature=1.0, seed=5, cache=False)
+    b = diffuse(llada, PROMPT, gen_length=16, steps=4, temperature=1.0, seed=5, cache=False)
+    c = diffuse(llada, PROMPT, gen_length=16, steps=4, temperature=1.0, seed=6, cache=False)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
+
+
+def test_bad_requests_are_refused(llada: Model) -> None:
+    ar = llmnb.load(ORACLE / "llama_f32.gguf")
+    with pytest.raises(ModelError, match="cannot denoise"):
+        diffuse(ar, PROMPT, gen_length=8, steps=4)
+    with pytest.raises(UsageError, match="block_length"):
+        diffuse(llada, PROMPT, gen_length=10, steps=4, block_length=3)
+    with pytest.raises(UsageError, match="multiple of the 2 blocks"):
+        diffuse(llada, PROMPT, gen_length=16, steps=5, block_length=8)
+    with pytest.raises(ModelError, match="exceed the context"):
+        diffuse(llada, PROMPT, gen_length=64, steps=4)
+    with pytest.raises(UsageError, match="scheduler"):
+        diffuse(llada, PROMPT, gen_length=8, steps=4, scheduler="fastest")
