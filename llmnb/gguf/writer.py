@@ -27,7 +27,7 @@ import gguf  # gguf-py: the reference writer
 class TensorToWrite:
     """One tensor for ``write_gguf``.
 
-    ``data`` is float32/float16 (for F32/F16) or the raw uint8 blocks of any other type;
+    ``data`` is float32/float16 values (for F32/F16) or the raw uint8 bytes of any type;
     ``shape`` is the element shape in numpy order (the reverse of GGML's ``ne``).
     """
 
@@ -78,12 +78,11 @@ def write_gguf(path: str | os.PathLike[str], arch: str, fields: Iterable[Metadat
 
 
 def _add_tensor(w: gguf.GGUFWriter, t: TensorToWrite, path: str) -> None:
-    if t.ggml_type == GGMLType.F32:
-        w.add_tensor(t.name, np.ascontiguousarray(t.data, dtype=np.float32).reshape(t.shape))
-        return
-    if t.ggml_type == GGMLType.F16:
-        w.add_tensor(t.name, np.ascontiguousarray(t.data, dtype=np.float16).reshape(t.shape))
-        return
+    for float_type, dtype in ((GGMLType.F32, np.float32), (GGMLType.F16, np.float16)):
+        if t.ggml_type == float_type:
+            data = t.data.view(dtype) if t.data.dtype == np.uint8 else t.data   # raw bytes as-is
+            w.add_tensor(t.name, np.ascontiguousarray(data, dtype=dtype).reshape(t.shape))
+            return
     if t.ggml_type not in GGML_BLOCK_SIZES:
         raise GGUFError(path, 0, f"tensor {t.name!r}", f"a known ggml type, got {t.ggml_type}")
     block, size = GGML_BLOCK_SIZES[t.ggml_type]

@@ -134,6 +134,17 @@ def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] 
         else:
             print("bench ar: smollm2-135m not pulled (llmnb pull smollm2-135m); skipped",
                   file=sys.stderr)
+    if what in ("diffusion", "all"):
+        from llmnb.perf.bench_diffusion import bench_diffusion
+
+        if hub.is_pulled("smollm2-135m"):
+            drows = bench_diffusion(repeats=repeats, threads=threads)
+            results["diffusion"] = drows
+            if not as_json:
+                _print_rows("diffusion: one uncached step of SmolLM2-135M as a llada file, prompt 32 "
+                            "+ B masked; MFU = achieved GFLOP/s / sgemm GFLOP/s (same run)", drows)
+        else:
+            print("bench diffusion: smollm2-135m not pulled; skipped", file=sys.stderr)
     if as_json:
         print(json.dumps(results, indent=2, default=str))
     return 0
