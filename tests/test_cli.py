@@ -117,3 +117,15 @@ def test_perplexity_on_a_missing_or_too_short_text(capsys: pytest.CaptureFixture
     short.write_text("Only a few words.")
     code, _, err = run(capsys, "perplexity", "smollm2-135m", str(short), "--ctx", "64")
     assert code == 4 and "needs at least 128" in err and err.count("\n") == 1
+
+
+def test_diffuse_json_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    llada = str(ORACLE / "llada_f32.gguf")
+    code, out, err = run(capsys, "diffuse", llada, "--tokens", "3,17,120", "-n", "16", "-s", "4",
+                         "--scheduler", "entropy_exit", "--json")
+    d = json.loads(out)
+    assert code == 0 and len(d["ids"]) == 16 and d["steps_taken"] <= 4 and "tok/s" in err
+    code, _, err = run(capsys, "diffuse", str(ORACLE / "llama_f32.gguf"), "--tokens", "3", "-n", "8")
+    assert code == 4 and "cannot denoise" in err
+    code, _, err = run(capsys, "diffuse", llada, "--tokens", "3", "-n", "10", "--block-length", "3")
+    assert code == 2 and "block_length" in err
