@@ -16,7 +16,7 @@ from setuptools import setup
 # writer.py and gguf_file.py (file I/O glue) import gguf-py, which the isolated build
 # environment does not have.
 INTERPRETED = {"llmnb/cli.py", "llmnb/__main__.py", "llmnb/source.py", "llmnb/gguf/writer.py",
-               "llmnb/quant/gguf_file.py"}
+               "llmnb/quant/gguf_file.py", "llmnb/model/convert.py"}
 INTERPRETED_DIRS = ("llmnb/widgets/", "llmnb/perf/bench")
 
 

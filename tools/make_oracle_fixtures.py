@@ -10,7 +10,8 @@ Tests then need only numpy and the committed files.
     .venv-oracle/bin/python tools/make_oracle_fixtures.py --check    # regenerate and compare
 
 Needs the ``[oracle]`` extra (torch, transformers, safetensors) for the models; the conversion
-(``convert_checkpoint``) needs only numpy and gguf-py.
+(``llmnb.model.convert.convert_checkpoint``, the code behind ``llmnb convert``) needs only
+numpy and gguf-py.
 """
 from __future__ import annotations
 
@@ -29,11 +30,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-import gguf  # gguf-py: llama.cpp's tensor-name tables
-from llmnb.errors import EXIT_INPUT, LLMNBError
-from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGMLType
-from llmnb.gguf.reader import MetadataField
-from llmnb.gguf.writer import TensorToWrite, write_gguf
+from llmnb.gguf.constants import GGMLType
+from llmnb.model.convert import DIFFUSION as _DIFFUSION
+from llmnb.model.convert import OUTTYPES
+from llmnb.model.convert import PERMUTED as _PERMUTED
+from llmnb.model.convert import convert_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "oracle"
@@ -104,12 +105,6 @@ FIXTURES = [
     Fixture("llada_diffuse_f32", "llada", "f32", "diffuse", "llada_f32"),
     Fixture("dream_diffuse_f32", "dream", "f32", "diffuse", "dream_f32"),
 ]
-
-
-class ConvertError(LLMNBError):
-    """An HF checkpoint cannot be converted (names the file, the field and what was expected)."""
-
-    exit_code = EXIT_INPUT
 
 
 # ================================================================================================
@@ -266,230 +261,10 @@ def save_checkpoint(model: Any, fam: Family, out_dir: Path) -> None:
 
 
 # ================================================================================================
-# 4. HF checkpoint -> GGUF (numpy + gguf-py only; `llmnb convert` will absorb this)
+# 4. HF checkpoint -> GGUF: the package's own converter (llmnb.model.convert, `llmnb convert`)
 # ================================================================================================
 
-_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
-
-
-def read_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
-    """Every tensor of one ``.safetensors`` file as float32 (BF16 widened exactly).
-
-    Format: u64 header length, a JSON header {name: {dtype, shape, data_offsets}}, raw data.
-    """
-    blob = path.read_bytes()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    base = 8 + n
-    out: dict[str, npt.NDArray[np.float32]] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise ConvertError(f"{path}: tensor {name!r}: expected dtype F32/F16/BF16/F64, "
-                               f"got {info['dtype']}")
-        start, end = info["data_offsets"]
-        a = np.frombuffer(blob, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
-                          offset=base + start)
-        if info["dtype"] == "BF16":     # bfloat16 = the top 16 bits of a float32
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        out[name] = a.astype(np.float32).reshape(info["shape"])
-    return out
-
-
-def read_checkpoint(hf_dir: Path) -> dict[str, npt.NDArray[np.float32]]:
-    """All tensors of ``model.safetensors`` or of the shards listed in its ``.index.json``."""
-    index = hf_dir / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    elif (hf_dir / "model.safetensors").exists():
-        files = ["model.safetensors"]
-    else:
-        raise ConvertError(f"{hf_dir}: expected model.safetensors or "
-                           "model.safetensors.index.json")
-    tensors: dict[str, npt.NDArray[np.float32]] = {}
-    for f in files:
-        tensors.update(read_safetensors(hf_dir / f))
-    return tensors
-
-
-@dataclass(frozen=True)
-class HParams:
-    """The hyper-parameters a GGUF needs, from any of the config.json dialects."""
-
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    n_ff: int
-    n_ctx: int
-    eps: float
-    theta: float
-    tied: bool
-    mask_token_id: int | None
-
-
-def read_hparams(config_path: Path) -> HParams:
-    """HF (``hidden_size`` ...) or LLaDA/OLMo (``d_model`` ...) keys; ``rope_theta`` at top
-    level (transformers 4, LLaDA, Dream) or in ``rope_parameters`` (transformers >= 5)."""
-    c = json.loads(config_path.read_text())
-
-    def get(*keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if c.get(k) is not None:
-                return c[k]
-        if default is None:
-            raise ConvertError(f"{config_path}: expected one of {', '.join(keys)}")
-        return default
-
-    theta = c.get("rope_theta")
-    if theta is None:
-        theta = (c.get("rope_parameters") or {}).get("rope_theta", 10000.0)
-    n_head = int(get("num_attention_heads", "n_heads"))
-    return HParams(
-        n_layer=int(get("num_hidden_layers", "n_layers")),
-        n_embd=int(get("hidden_size", "d_model")),
-        n_head=n_head,
-        n_head_kv=int(get("num_key_value_heads", "n_kv_heads", default=n_head)),
-        n_ff=int(get("intermediate_size", "mlp_hidden_size")),
-        n_ctx=int(get("max_position_embeddings", "max_sequence_length", default=4096)),
-        eps=float(get("rms_norm_eps", "layer_norm_eps", default=1e-5)),
-        theta=float(theta),
-        tied=bool(get("tie_word_embeddings", "weight_tying", default=False)),
-        mask_token_id=None if c.get("mask_token_id") is None else int(c["mask_token_id"]),
-    )
-
-
-def permute_qk(w: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
-    """HF half-split rows -> ggml NORM-rope interleaved rows, per head (oracle §6.1).
-
-    New row h*d + 2i + j = old row h*d + j*d/2 + i. Works on a weight (rows, n_in) or a bias.
-    """
-    return w.reshape(n_head, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def unpermute_qk(w: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
-    """The inverse of ``permute_qk``: interleaved rows back to the HF half-split layout."""
-    return w.reshape(n_head, -1, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-ARCHS = ("llama", "qwen2", "llada", "dream")
-_PERMUTED = ("llama", "llada")      # llama.cpp rotates adjacent pairs for these (NORM rope)
-_DIFFUSION = ("llada", "dream")
-_FILE_TYPE = {"f32": 0, "f16": 1}   # general.file_type: ALL_F32, MOSTLY_F16
-
-
-def _u32(key: str, v: int) -> MetadataField:
-    return MetadataField(key, UINT32, int(v))
-
-
-def _f32(key: str, v: float) -> MetadataField:
-    return MetadataField(key, FLOAT32, float(v))
-
-
-def _gguf_order(name: str) -> tuple[int, int, str]:
-    """token_embd, then blocks in order, then output_norm, output."""
-    if name.startswith("blk."):
-        return (1, int(name.split(".")[1]), name)
-    return (0 if name.startswith("token_embd") else 2, 0, name)
-
-
-def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLike[str],
-                       arch: str, outtype: str = "f32", convention: str = "llama.cpp",
-                       name: str | None = None) -> None:
-    """Convert an HF checkpoint (safetensors + config.json) of `arch` to GGUF.
-
-    ``convention="llama.cpp"``: arch `arch`, keys under ``{arch}.``, Q/K rows permuted for
-    llama/llada, ``{arch}.attention.causal = false`` + ``diffusion.shift_logits`` +
-    ``tokenizer.ggml.mask_token_id`` for llada/dream, a synthetic ``<tokN>`` vocabulary.
-    ``convention="diffuse"`` (llada/dream only; diffuse-cpp.md §2): arch ``diffuse``, keys under
-    ``diffuse.``, ``diffuse.model_type``, ``diffuse.mask_token_id``, nothing permuted, no tokenizer.
-    ``outtype`` f16 stores 2-D weights as F16 and keeps 1-D norms and biases F32 (ggml convention).
-    A tied checkpoint (``tie_word_embeddings``/``weight_tying``) gets no ``output.weight``.
-    """
-    hf = Path(hf_dir)
-    if arch not in ARCHS:
-        raise ConvertError(f"{hf}: --arch: expected one of {', '.join(ARCHS)}, got {arch!r}")
-    if outtype not in _FILE_TYPE:
-        raise ConvertError(f"{hf}: --outtype: expected f32 or f16, got {outtype!r}")
-    if convention not in ("llama.cpp", "diffuse"):
-        raise ConvertError(f"{hf}: convention: expected llama.cpp or diffuse, got {convention!r}")
-    if convention == "diffuse" and arch not in _DIFFUSION:
-        raise ConvertError(f"{hf}: the diffuse convention holds llada or dream, got {arch!r}")
-    hp = read_hparams(hf / "config.json")
-    source = read_checkpoint(hf)
-    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], hp.n_layer)
-    permute = convention == "llama.cpp" and arch in _PERMUTED
-
-    tensors: list[TensorToWrite] = []
-    for src_name, w in source.items():
-        if src_name.endswith("rotary_emb.inv_freq"):
-            continue
-        if hp.tied and src_name == "lm_head.weight":
-            continue  # tied: the loader falls back to token_embd.weight
-        dst = name_map.get_name(src_name, try_suffixes=(".weight", ".bias"))
-        if dst is None:
-            raise ConvertError(f"{hf}: tensor {src_name!r}: expected a name llama.cpp maps "
-                               f"for {arch}")
-        if permute and (".attn_q." in dst or ".attn_k." in dst):
-            w = permute_qk(w, hp.n_head if ".attn_q." in dst else hp.n_head_kv)
-        if outtype == "f16" and w.ndim == 2:
-            tensors.append(TensorToWrite(dst, w.astype(np.float16), GGMLType.F16, w.shape))
-        else:
-            tensors.append(TensorToWrite(dst, w.astype(np.float32), GGMLType.F32, w.shape))
-    tensors.sort(key=lambda t: _gguf_order(t.name))
-    n_vocab = int(source_shape(tensors, "token_embd.weight")[0])
-
-    gguf_arch = "diffuse" if convention == "diffuse" else arch
-    p = f"{gguf_arch}."
-    fields = [MetadataField("general.name", STRING, name or f"{arch}-{hf.name}")]
-    if convention == "llama.cpp":
-        fields.append(_u32("general.file_type", _FILE_TYPE[outtype]))
-    fields += [
-        _u32(p + "context_length", hp.n_ctx), _u32(p + "embedding_length", hp.n_embd),
-        _u32(p + "block_count", hp.n_layer), _u32(p + "feed_forward_length", hp.n_ff),
-        _u32(p + "attention.head_count", hp.n_head),
-        _u32(p + "attention.head_count_kv", hp.n_head_kv),
-        _f32(p + "rope.freq_base", hp.theta), _f32(p + "attention.layer_norm_rms_epsilon", hp.eps),
-    ]
-    if convention == "llama.cpp":
-        fields += [_u32(p + "rope.dimension_count", hp.n_embd // hp.n_head),
-                   _u32(p + "vocab_size", n_vocab)]
-    else:
-        fields.append(_u32(p + "vocab_size", n_vocab))
-    if arch in _DIFFUSION:
-        if hp.mask_token_id is None:
-            raise ConvertError(f"{hf / 'config.json'}: mask_token_id: expected the mask id of "
-                               f"a {arch} checkpoint")
-        if convention == "llama.cpp":
-            fields += [MetadataField(p + "attention.causal", BOOL, False),
-                       MetadataField("diffusion.shift_logits", BOOL, arch == "dream"),
-                       _u32("tokenizer.ggml.mask_token_id", hp.mask_token_id)]
-        else:
-            fields += [_u32(p + "mask_token_id", hp.mask_token_id),
-                       MetadataField(p + "model_type", STRING, arch)]
-    if convention == "llama.cpp":
-        fields += synthetic_vocab(n_vocab)
-    write_gguf(out_path, gguf_arch, fields, tensors)
-
-
-def source_shape(tensors: list[TensorToWrite], name: str) -> tuple[int, ...]:
-    for t in tensors:
-        if t.name == name:
-            return t.shape
-    raise ConvertError(f"checkpoint: expected a tensor that maps to {name!r}")
-
-
-def synthetic_vocab(n_vocab: int) -> list[MetadataField]:
-    """``<tok0>`` ... : a vocabulary that keeps strict loaders (llama.cpp) happy."""
-    return [
-        MetadataField("tokenizer.ggml.model", STRING, "llama"),
-        MetadataField("tokenizer.ggml.tokens", ARRAY, [f"<tok{i}>" for i in range(n_vocab)],
-                      STRING),
-        MetadataField("tokenizer.ggml.scores", ARRAY, np.zeros(n_vocab, np.float32), FLOAT32),
-        MetadataField("tokenizer.ggml.token_type", ARRAY, np.ones(n_vocab, np.int32), INT32),
-    ]
+_FILE_TYPE = OUTTYPES   # general.file_type: ALL_F32, MOSTLY_F16
 
 
 # ================================================================================================

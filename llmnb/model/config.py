@@ -5,6 +5,13 @@ Keys follow llama.cpp's conventions (``{arch}.block_count``, ``{arch}.attention.
 (reference/oracle.md §6.2): ``rope.dimension_count = n_embd / n_head``, vocab = rows of
 ``token_embd``, causal unless ``{arch}.attention.causal`` says otherwise, logits shifted
 only for ``dream``.
+
+diffuse-cpp's own files (arch ``diffuse``, reference/diffuse-cpp.md §2.3) are read the way its
+loader reads them: every key tried under ``diffuse.``, then ``qwen2.``, then ``llama.``; its
+fallbacks (context 4096, vocab = rows of ``token_embd``, mask id 0, ``rope.freq_base`` 1e6,
+RMS eps 1e-6); the model type (llada | dream) from ``diffuse.model_type`` (llada when absent);
+always bidirectional, logits shifted iff dream, and Q/K rows in the HF (half-split) order.
+For these files ``config.arch`` is the model type and ``config.convention`` is ``"diffuse"``.
 """
 from __future__ import annotations
 
@@ -14,6 +21,10 @@ from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.reader import GGUFFile
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "llada", "dream")
+FILE_ARCHS = (*SUPPORTED_ARCHS, "diffuse")    # what general.architecture may say
+PERMUTED_ARCHS = ("llama", "llada")            # llama.cpp permutes their Q/K rows (NORM rope)
+DIFFUSE_PREFIXES = ("diffuse.", "qwen2.", "llama.")  # diffuse-cpp's key lookup order
+DIFFUSE_MODEL_TYPES = ("llada", "dream")
 
 
 class ModelError(LLMNBError):
@@ -42,6 +53,8 @@ class ModelConfig:
     qkv_bias: bool
     rope_scaling: str            # "none", or "llama3" (rope_freqs.weight divides the frequencies)
     mask_token_id: int | None
+    qk_permuted: bool = False    # Q/K rows in llama.cpp's interleaved order (llama/llada files)
+    convention: str = "llama.cpp"  # "llama.cpp" or "diffuse" (diffuse-cpp's files)
 
     @property
     def n_params_per_layer(self) -> int:
@@ -80,11 +93,13 @@ def _float(f: GGUFFile, key: str, default: float | None = None) -> float:
 
 
 def config_from_gguf(f: GGUFFile) -> ModelConfig:
-    """Read and check the hyper-parameters of a llama / qwen2 / llada / dream file."""
+    """Read and check the hyper-parameters of a llama / qwen2 / llada / dream / diffuse file."""
     arch = f.architecture
+    if arch == "diffuse":
+        return _diffuse_config(f)
     if arch not in SUPPORTED_ARCHS:
         raise ModelError(f"{f.path}: architecture {arch!r} is not supported "
-                         f"(expected one of {', '.join(SUPPORTED_ARCHS)})")
+                         f"(expected one of {', '.join(FILE_ARCHS)})")
     emb = f.tensors.get("token_embd.weight")
     if emb is None or len(emb.shape) != 2:
         raise ModelError(f"{f.path}: tensor 'token_embd.weight' missing or not 2-D")
@@ -123,4 +138,56 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
         qkv_bias="blk.0.attn_q.bias" in f.tensors,
         rope_scaling=scaling,
         mask_token_id=int(mask_id.value) if mask_id is not None and isinstance(mask_id.value, int) else None,
+        qk_permuted=arch in PERMUTED_ARCHS,
+    )
+
+
+def _diffuse_key(f: GGUFFile, name: str) -> str:
+    """The first of ``diffuse.name``, ``qwen2.name``, ``llama.name`` the file has (else the first)."""
+    for prefix in DIFFUSE_PREFIXES:
+        if prefix + name in f.fields:
+            return prefix + name
+    return DIFFUSE_PREFIXES[0] + name
+
+
+def _diffuse_config(f: GGUFFile) -> ModelConfig:
+    """diffuse-cpp's loader (diffuse-cpp.md §2.3): prefixed lookups and its fallbacks."""
+    emb = f.tensors.get("token_embd.weight")
+    if emb is None or len(emb.shape) != 2:
+        raise ModelError(f"{f.path}: tensor 'token_embd.weight' missing or not 2-D")
+    model_type = _get(f, _diffuse_key(f, "model_type"), str, "llada")
+    if model_type not in DIFFUSE_MODEL_TYPES:
+        raise ModelError(f"{f.path}: diffuse.model_type: expected one of "
+                         f"{', '.join(DIFFUSE_MODEL_TYPES)}, got {model_type!r}")
+    assert isinstance(model_type, str)
+    n_embd = _int(f, _diffuse_key(f, "embedding_length"))
+    n_head = _int(f, _diffuse_key(f, "attention.head_count"))
+    if n_head <= 0 or n_embd % n_head:
+        raise ModelError(f"{f.path}: {_diffuse_key(f, 'attention.head_count')}: expected a "
+                         f"divisor of {n_embd}, got {n_head}")
+    n_head_kv = _int(f, _diffuse_key(f, "attention.head_count_kv"))   # required by diffuse-cpp
+    if n_head_kv <= 0 or n_head % n_head_kv:
+        raise ModelError(f"{f.path}: {_diffuse_key(f, 'attention.head_count_kv')}: expected a "
+                         f"divisor of {n_head}, got {n_head_kv}")
+    if emb.shape[1] != n_embd:
+        raise ModelError(f"{f.path}: token_embd.weight: expected {n_embd} columns, got {emb.shape}")
+    head_dim = n_embd // n_head                     # diffuse-cpp stores no head-dim key
+    return ModelConfig(
+        arch=model_type,
+        n_layer=_int(f, _diffuse_key(f, "block_count")),
+        n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+        n_ff=_int(f, _diffuse_key(f, "feed_forward_length")),
+        n_ctx=_int(f, _diffuse_key(f, "context_length"), 4096),
+        vocab_size=int(emb.shape[0]),               # diffuse.vocab_size is informative only
+        rope_base=_float(f, _diffuse_key(f, "rope.freq_base"), 1e6),
+        rope_dim=head_dim,
+        rms_eps=_float(f, _diffuse_key(f, "attention.layer_norm_rms_epsilon"), 1e-6),
+        causal=False,                               # diffuse-cpp attends with no mask at all
+        shift_logits=model_type == "dream",
+        tied_output="output.weight" not in f.tensors,
+        qkv_bias="blk.0.attn_q.bias" in f.tensors,
+        rope_scaling="none",
+        mask_token_id=_int(f, _diffuse_key(f, "mask_token_id"), 0),
+        qk_permuted=False,
+        convention="diffuse",
     )

@@ -31,7 +31,6 @@ from llmnb.gguf.constants import type_name
 from llmnb.quant import FORMATS, dequantize
 
 F32 = npt.NDArray[np.float32]
-PERMUTED_ARCHS = ("llama", "llada")  # files whose Q/K rows llama.cpp permuted
 
 
 def unpermute_qk(w: F32, n_heads: int) -> F32:
@@ -132,10 +131,10 @@ class Weights:
         bqkv: F32 | None = None
         if c.qkv_bias:
             bq, bk = self.tensor(p + "attn_q.bias"), self.tensor(p + "attn_k.bias")
-            if c.arch in PERMUTED_ARCHS:
+            if c.qk_permuted:
                 bq, bk = unpermute_qk(bq, c.n_head), unpermute_qk(bk, c.n_head_kv)
             bqkv = np.concatenate([bq, bk, self.tensor(p + "attn_v.bias")])
-        if c.arch in PERMUTED_ARCHS:
+        if c.qk_permuted:
             wq, wk = unpermute_qk(wq, c.n_head), unpermute_qk(wk, c.n_head_kv)
         return LayerWeights(
             attn_norm=self.tensor(p + "attn_norm.weight"),

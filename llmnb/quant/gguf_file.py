@@ -26,6 +26,17 @@ Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 if even that does not divid
 (Qwen2.5-0.5B's 896-wide rows are why its Q4_K_M file is mostly Q5_0 and Q8_0). A tensor
 already in its target type is copied, not re-quantized. ``general.file_type`` is set to
 llama.cpp's ``LLAMA_FTYPE`` value; all other metadata is copied unchanged.
+
+diffuse-cpp's mixture (``diffuse-quantize``, reference/diffuse-cpp.md §2.4) is the rule for
+its own files (arch ``diffuse``) and an option (``mixture="diffuse"``) for any other:
+
+- norms, biases and every other tensor that is not quantized: F32 (an F16 norm is widened);
+- ``token_embd.weight``: F16; ``output.weight``: Q6_K for Q4_K_M (and Q4_K, its alias in
+  diffuse-cpp), else Q8_0;
+- attention and FFN matrices: the type itself, with Q4_K_M (Q4_K) = Q4_K except the FFN
+  (``ffn_gate``, ``ffn_up``, ``ffn_down``) of the first and the last layer, which get Q6_K;
+- a matrix whose rows are not a multiple of the chosen type's block keeps its own type
+  (diffuse-cpp has no fallback types). Float targets (F32, F16, BF16) are "pure" as above.
 """
 from __future__ import annotations
 
@@ -54,6 +65,7 @@ FLOAT_TYPES = (T.F32, T.F16, T.BF16)
 FALLBACK = {T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
 
 Progress = Callable[[int, int], None]   # (tensors done, tensors in all)
+MIXTURES = ("llama.cpp", "diffuse")
 
 
 def use_more_bits(i_layer: int, n_layers: int) -> bool:
@@ -122,6 +134,38 @@ def plan_types(tensors: list[TensorInfo], file_type: str) -> dict[str, int]:
     return plan
 
 
+def _layer(name: str) -> int:
+    """``blk.7.ffn_up.weight`` -> 7; -1 for tensors outside the blocks."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1
+
+
+def plan_diffuse_types(tensors: list[TensorInfo], file_type: str) -> dict[str, int]:
+    """Target types under diffuse-cpp's mixture (module docstring)."""
+    if file_type not in FILE_TYPES:
+        raise QuantError(f"unknown quantization type {file_type!r}: expected one of "
+                         f"{', '.join(FILE_TYPES)}")
+    base = FILE_TYPES[file_type][0]
+    if base in FLOAT_TYPES:
+        return plan_types(tensors, file_type)
+    last = max((_layer(t.name) for t in tensors), default=-1)
+    plan: dict[str, int] = {}
+    for info in tensors:
+        if not allows_quantization(info):
+            plan[info.name] = T.F32 if info.ggml_type in (T.F16, T.BF16) else info.ggml_type
+            continue
+        if info.name == "token_embd.weight":
+            new = T.F16
+        elif info.name == "output.weight":
+            new = T.Q6_K if base == T.Q4_K else T.Q8_0
+        elif base == T.Q4_K and "ffn_" in info.name and _layer(info.name) in (0, last):
+            new = T.Q6_K
+        else:
+            new = base
+        plan[info.name] = new if fits(new, info.shape[-1]) else info.ggml_type
+    return plan
+
+
 def convert_tensor(f: GGUFFile, info: TensorInfo, new_type: int) -> TensorToWrite:
     raw = f.raw(info.name)
     if new_type == info.ggml_type:                 # copy: same bytes, same type
@@ -139,14 +183,21 @@ def convert_tensor(f: GGUFFile, info: TensorInfo, new_type: int) -> TensorToWrit
 
 
 def quantize_file(in_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
-                  file_type: str, progress: Progress | None = None) -> dict[str, int]:
+                  file_type: str, progress: Progress | None = None,
+                  mixture: str | None = None) -> dict[str, int]:
     """Read `in_path`, convert every tensor per the rules above, write `out_path` atomically.
 
-    Returns the chosen type of each tensor. On any error nothing is left at `out_path`."""
+    `mixture`: "llama.cpp" or "diffuse"; None = diffuse-cpp's for ``diffuse`` files, else
+    llama.cpp's. Returns the chosen type of each tensor. On any error nothing is left at
+    `out_path`."""
     key = file_type.upper()
+    if mixture is not None and mixture not in MIXTURES:
+        raise QuantError(f"mixture: expected one of {', '.join(MIXTURES)}, got {mixture!r}")
     with open_gguf(in_path) as f:
         tensors = list(f.tensors.values())
-        plan = plan_types(tensors, key)
+        if mixture is None:
+            mixture = "diffuse" if f.architecture == "diffuse" else "llama.cpp"
+        plan = (plan_diffuse_types if mixture == "diffuse" else plan_types)(tensors, key)
         converted: list[TensorToWrite] = []
         for i, info in enumerate(tensors):
             converted.append(convert_tensor(f, info, plan[info.name]))
