@@ -144,7 +144,7 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                     entropy_threshold=a.entropy_threshold, threshold=a.threshold,
                     factor=a.factor, block_length=a.block_length, cache=not a.no_cache,
                     cache_keep_active=a.cache_keep_active, cache_refresh=a.cache_refresh,
-                    chat=a.chat, system=a.system, seed=a.seed)
+                    cache_policy=a.cache_policy, chat=a.chat, system=a.system, seed=a.seed)
     s = r.stats
     if a.json:
         print(json.dumps({"prompt": a.prompt if a.tokens is None else None,
@@ -343,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep a committed position recomputed for N more steps (0)")
     s.add_argument("--cache-refresh", type=_non_negative_int, default=0, metavar="N",
                    help="a full forward every N steps (0 = never)")
+    s.add_argument("--cache-policy", choices=["diffuse", "prefix", "dual"], default="diffuse",
+                   help="what a cached step recomputes: diffuse-cpp's active set, or Fast-dLLM's "
+                        "block + suffix (prefix) or block only (dual)")
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--system", help="system message (with --chat)")
     s.add_argument("--threads", type=_positive_int, default=1)

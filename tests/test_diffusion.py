@@ -155,3 +155,14 @@ def test_bad_requests_are_refused(llada: Model) -> None:
         diffuse(llada, PROMPT, gen_length=64, steps=4)
     with pytest.raises(UsageError, match="scheduler"):
         diffuse(llada, PROMPT, gen_length=8, steps=4, scheduler="fastest")
+
+
+def test_fast_dllm_cache_policies_recompute_the_block_or_the_block_and_suffix(llada: Model) -> None:
+    n, blocks = len(PROMPT) + 24, 3
+    prefix = diffuse(llada, PROMPT, gen_length=24, steps=6, block_length=8, cache_policy="prefix")
+    dual = diffuse(llada, PROMPT, gen_length=24, steps=6, block_length=8, cache_policy="dual")
+    assert prefix.stats.full_forwards == dual.stats.full_forwards == blocks  # one per block
+    assert prefix.stats.active_positions == [n, 24, n, 16, n, 8]            # block + suffix
+    assert dual.stats.active_positions == [n, 8, n, 8, n, 8]                 # the block only
+    with pytest.raises(UsageError, match="cache policy"):
+        diffuse(llada, PROMPT, gen_length=8, steps=2, cache_policy="lru")

@@ -13,6 +13,11 @@ K/V are computed once, at step 0, while the whole answer was still masks, and a 
 token's K/V once more after it lands. A full forward runs on step 0, every `refresh` steps
 (0 = never) and whenever every position is active.
 
+Two alternatives from Fast-dLLM (``policy``): ``prefix`` recomputes, after a full forward at
+the start of each block, the current block and everything after it against the frozen K/V
+of the positions before it; ``dual`` recomputes only the current block, the prefix and the
+masked suffix both frozen. ``diffuse`` (the default) is diffuse-cpp's active set above.
+
 llmnb stores K/V at key/value-head width (n_head_kv, not n_head after GQA expansion):
 the same results for n_head / n_head_kv times less memory (7x for Dream-7B), the saving the
 paper names as future work. For Dream, whose masked position i reads the logits of i - 1,
@@ -24,10 +29,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.errors import UsageError
 from llmnb.model.config import ModelConfig
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+POLICIES = ("diffuse", "prefix", "dual")
 
 
 class InterStepCache:
@@ -35,7 +42,9 @@ class InterStepCache:
     fresh K/V in and attends over everything (``KVStore`` for ``Transformer.hidden``)."""
 
     def __init__(self, config: ModelConfig, n_positions: int, keep_active: int = 0,
-                 refresh: int = 0, shift: bool = False) -> None:
+                 refresh: int = 0, shift: bool = False, policy: str = "diffuse") -> None:
+        if policy not in POLICIES:
+            raise UsageError(f"cache policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
         shape = (config.n_layer, config.n_head_kv, n_positions, config.head_dim)
         self.k: F32 = np.zeros(shape, dtype=np.float32)       # (L, n_kv, N, hd)
         self.v: F32 = np.zeros(shape, dtype=np.float32)
@@ -43,22 +52,31 @@ class InterStepCache:
         self.keep_active = keep_active
         self.refresh = refresh
         self.shift = shift
+        self.policy = policy
         self.prev_tokens: I64 | None = None                    # canvas at the last forward
         self.last_changed: I64 = np.full(n_positions, -1, dtype=np.int64)
         self.active: I64 = np.arange(n_positions, dtype=np.int64)
         self.full_forwards = 0
         self.partial_forwards = 0
 
-    def plan(self, step: int, tokens: I64, masked: npt.NDArray[np.bool_]) -> I64:
-        """Choose the positions to recompute at `step` (all of them on a full step)."""
+    def plan(self, step: int, tokens: I64, masked: npt.NDArray[np.bool_], block: tuple[int, int],
+             block_step: int) -> I64:
+        """Choose the positions to recompute at `step` (all of them on a full step); `block` is
+        the current block's [lo, hi) and `block_step` the step's index within it."""
         full = self.prev_tokens is None or (self.refresh > 0 and step > 0 and step % self.refresh == 0)
+        if self.policy != "diffuse" and block_step == 0:
+            full = True                                        # Fast-dLLM: refresh per block
         if not full:
             assert self.prev_tokens is not None
-            changed = tokens != self.prev_tokens
-            self.last_changed[changed] = step
-            recent = (self.last_changed >= 0) & (step - self.last_changed <= self.keep_active) \
-                if self.keep_active > 0 else np.zeros_like(masked)
-            act = masked | changed | recent
+            act = np.zeros_like(masked)
+            if self.policy == "diffuse":
+                changed = tokens != self.prev_tokens
+                self.last_changed[changed] = step
+                recent = (self.last_changed >= 0) & (step - self.last_changed <= self.keep_active) \
+                    if self.keep_active > 0 else np.zeros_like(masked)
+                act = masked | changed | recent
+            else:
+                act[block[0]:block[1] if self.policy == "dual" else None] = True
             if self.shift:   # Dream: masked i reads row i - 1, which must be fresh
                 act[:-1] |= masked[1:]
             full = bool(act.all()) or not bool(act.any())

@@ -137,9 +137,12 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
             remasking: str = "low_confidence", temperature: float = 0.0,
             entropy_threshold: float = 1.5, threshold: float = 0.9, factor: float = 1.0,
             block_length: int | None = None, cache: bool = True, cache_keep_active: int = 0,
-            cache_refresh: int = 0, chat: bool = False, system: str | None = None,
-            seed: int = 42) -> DiffusionResult:
-    """Denoise `gen_length` masked positions after `prompt` (``llmnb.diffuse``)."""
+            cache_refresh: int = 0, cache_policy: str = "diffuse", chat: bool = False,
+            system: str | None = None, seed: int = 42) -> DiffusionResult:
+    """Denoise `gen_length` masked positions after `prompt` (``llmnb.diffuse``).
+
+    `cache`: reuse K/V between steps (``cache.py``; `cache_policy` "diffuse", "prefix" or
+    "dual"); `cache_keep_active` and `cache_refresh` are diffuse-cpp's options."""
     from llmnb.ar.engine import prompt_ids  # the same prompt rules as generation
 
     ids = prompt_ids(model, prompt, chat, system)
@@ -155,8 +158,8 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
     masked[n_prompt:] = True
     rng = np.random.default_rng(seed)
     t = model.transformer
-    store = InterStepCache(model.config, len(canvas), cache_keep_active, cache_refresh, shift) \
-        if cache else None
+    store = InterStepCache(model.config, len(canvas), cache_keep_active, cache_refresh, shift,
+                           cache_policy) if cache else None
     stats = DiffusionStats(gen_length=gen_length)
     history: list[I64] = []
     t0 = time.perf_counter()
@@ -175,7 +178,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
                 logits = t.logits(hidden[rows])                           # (m, V)
                 stats.active_positions.append(len(canvas))
             else:
-                active = store.plan(step, canvas, masked)
+                active = store.plan(step, canvas, masked, (lo, hi), s)
                 hidden = t.hidden(canvas[active], cache=store, causal=False, positions=active)
                 where = np.searchsorted(active, rows)                     # rows are all active
                 logits = t.logits(hidden[where])
