@@ -191,3 +191,24 @@ def _diffuse_config(f: GGUFFile) -> ModelConfig:
         qk_permuted=False,
         convention="diffuse",
     )
+
+
+def tensor_shapes(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int,
+                  n_ff: int, n_vocab: int, qkv_bias: bool, output: bool) -> dict[str, tuple[int, ...]]:
+    """Every tensor a Llama/Qwen2-family GGUF of these sizes holds, with its numpy shape
+    (llama.cpp's names). The loader checks files against it; the converter checks checkpoints."""
+    want: dict[str, tuple[int, ...]] = {"token_embd.weight": (n_vocab, n_embd),
+                                        "output_norm.weight": (n_embd,)}
+    if output:
+        want["output.weight"] = (n_vocab, n_embd)
+    nq, nkv = n_head * head_dim, n_head_kv * head_dim
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        want |= {p + "attn_norm.weight": (n_embd,), p + "ffn_norm.weight": (n_embd,),
+                 p + "attn_q.weight": (nq, n_embd), p + "attn_k.weight": (nkv, n_embd),
+                 p + "attn_v.weight": (nkv, n_embd), p + "attn_output.weight": (n_embd, nq),
+                 p + "ffn_gate.weight": (n_ff, n_embd), p + "ffn_up.weight": (n_ff, n_embd),
+                 p + "ffn_down.weight": (n_embd, n_ff)}
+        if qkv_bias:
+            want |= {p + "attn_q.bias": (nq,), p + "attn_k.bias": (nkv,), p + "attn_v.bias": (nkv,)}
+    return want

@@ -41,6 +41,7 @@ import numpy.typing as npt
 from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32
 from llmnb.gguf.reader import MetadataField
 from llmnb.gguf.writer import atomic_path
+from llmnb.model.config import tensor_shapes
 from llmnb.model.safetensors import CheckpointError, TensorEntry, check_dtype, \
     read_checkpoint_index, read_tensor
 
@@ -185,24 +186,8 @@ def permute_qk(w: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
 
 def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool) -> dict[str, tuple[int, ...]]:
     """Every tensor a GGUF of these sizes must hold, with its numpy shape."""
-    hd = hp.n_embd // hp.n_head
-    want: dict[str, tuple[int, ...]] = {"token_embd.weight": (n_vocab, hp.n_embd),
-                                        "output_norm.weight": (hp.n_embd,)}
-    if output:
-        want["output.weight"] = (n_vocab, hp.n_embd)
-    for i in range(hp.n_layer):
-        p = f"blk.{i}."
-        want |= {p + "attn_norm.weight": (hp.n_embd,), p + "ffn_norm.weight": (hp.n_embd,),
-                 p + "attn_q.weight": (hp.n_head * hd, hp.n_embd),
-                 p + "attn_k.weight": (hp.n_head_kv * hd, hp.n_embd),
-                 p + "attn_v.weight": (hp.n_head_kv * hd, hp.n_embd),
-                 p + "attn_output.weight": (hp.n_embd, hp.n_head * hd),
-                 p + "ffn_gate.weight": (hp.n_ff, hp.n_embd), p + "ffn_up.weight": (hp.n_ff, hp.n_embd),
-                 p + "ffn_down.weight": (hp.n_embd, hp.n_ff)}
-        if biases:
-            want |= {p + "attn_q.bias": (hp.n_head * hd,), p + "attn_k.bias": (hp.n_head_kv * hd,),
-                     p + "attn_v.bias": (hp.n_head_kv * hd,)}
-    return want
+    return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_embd // hp.n_head,
+                         hp.n_ff, n_vocab, biases, output)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from llmnb.errors import EXIT_RESOURCES
 from llmnb.gguf.reader import GGUFFile
-from llmnb.model.config import ModelConfig, ModelError
+from llmnb.model.config import ModelConfig, ModelError, tensor_shapes
 from llmnb.gguf.constants import type_name
 from llmnb.quant import FORMATS, dequantize
 
@@ -85,24 +85,8 @@ class Weights:
 
     def _check_tensors(self) -> None:
         c = self.config
-        want: dict[str, tuple[int, ...]] = {
-            "token_embd.weight": (c.vocab_size, c.n_embd), "output_norm.weight": (c.n_embd,)}
-        if not c.tied_output:
-            want["output.weight"] = (c.vocab_size, c.n_embd)
-        for i in range(c.n_layer):
-            p = f"blk.{i}."
-            want |= {
-                p + "attn_norm.weight": (c.n_embd,), p + "ffn_norm.weight": (c.n_embd,),
-                p + "attn_q.weight": (c.n_head * c.head_dim, c.n_embd),
-                p + "attn_k.weight": (c.n_head_kv * c.head_dim, c.n_embd),
-                p + "attn_v.weight": (c.n_head_kv * c.head_dim, c.n_embd),
-                p + "attn_output.weight": (c.n_embd, c.n_head * c.head_dim),
-                p + "ffn_gate.weight": (c.n_ff, c.n_embd), p + "ffn_up.weight": (c.n_ff, c.n_embd),
-                p + "ffn_down.weight": (c.n_embd, c.n_ff)}
-            if c.qkv_bias:
-                want |= {p + "attn_q.bias": (c.n_head * c.head_dim,),
-                         p + "attn_k.bias": (c.n_head_kv * c.head_dim,),
-                         p + "attn_v.bias": (c.n_head_kv * c.head_dim,)}
+        want = tensor_shapes(c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
+                             c.vocab_size, c.qkv_bias, not c.tied_output)
         for name, shape in want.items():
             info = self.file.tensors.get(name)
             if info is None:

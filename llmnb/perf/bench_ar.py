@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from llmnb.perf.bench import median_time
+
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
 
@@ -32,13 +34,7 @@ def gemv_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5) -> float:
     cols = 4096
     w = np.ones((n_bytes // 4 // cols, cols), dtype=np.float32)
     x = np.ones(cols, dtype=np.float32)
-    w @ x
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        w @ x
-        times.append(time.perf_counter() - t0)
-    return w.nbytes / statistics.median(times)
+    return w.nbytes / median_time(lambda: w @ x, repeats)
 
 
 def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:

@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import numpy as np
 from llmnb.gguf.constants import BOOL, UINT32
 from llmnb.gguf.reader import MetadataField, open_gguf
 from llmnb.gguf.writer import TensorToWrite, write_gguf
+from llmnb.perf.bench import median_time
 
 PROMPT_TOKENS = 32
 MASK_ID = 4  # a control token of SmolLM2's vocabulary (unused in its chat format) as the mask
@@ -48,13 +48,7 @@ def llada_copy(src: Path, dst: Path) -> None:
 def sgemm_gflops(n: int = 2048, repeats: int = 5) -> float:
     a = np.ones((n, n), dtype=np.float32)
     b = np.ones((n, n), dtype=np.float32)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+    return 2 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
 
 
 def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
