@@ -114,23 +114,6 @@ class Generator:
         self.stop_reason = reason
 
 
-def prompt_ids(model: Model, prompt: str | Sequence[int], chat: bool = False,
-               system: str | None = None) -> list[int]:
-    """Token ids for a prompt: text (through the chat template with `chat`) or ids as given."""
-    tok = model.tokenizer
-    if not isinstance(prompt, str):
-        if chat:
-            raise UsageError("chat=True needs a text prompt, not token ids")
-        return [int(i) for i in prompt]
-    if chat:
-        messages = ([{"role": "system", "content": system}] if system is not None else [])
-        messages.append({"role": "user", "content": prompt})
-        return tok.encode(tok.render_chat(messages), special=True)
-    if system is not None:
-        raise UsageError("system= applies only with chat=True")
-    return tok.encode(prompt, special=False, add_special=True)
-
-
 def _hold_back(text: str, stops: Sequence[str]) -> int:
     """How many trailing characters might still grow into a stop string (not safe to emit)."""
     hold = 0
@@ -154,7 +137,7 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
     if max_new_tokens < 1:
         raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
     sampler = sampler if sampler is not None else Greedy()
-    ids = prompt_ids(model, prompt, chat, system)
+    ids = model.prompt_ids(prompt, chat, system)
     g = Generator(model, sampler, capacity=len(ids) + max_new_tokens)
     g.prefill(ids)
     tok = model.tokenizer

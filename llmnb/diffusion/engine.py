@@ -143,9 +143,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
 
     `cache`: reuse K/V between steps (``cache.py``; `cache_policy` "diffuse", "prefix" or
     "dual"); `cache_keep_active` and `cache_refresh` are diffuse-cpp's options."""
-    from llmnb.ar.engine import prompt_ids  # the same prompt rules as generation
-
-    ids = prompt_ids(model, prompt, chat, system)
+    ids = model.prompt_ids(prompt, chat, system)
     block, steps_per_block = _check(model, gen_length, steps, block_length, scheduler,
                                     schedule, len(ids))
     if scheduler in ("threshold", "factor"):

@@ -9,11 +9,13 @@ argument or lying beside the file.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.errors import UsageError
 from llmnb.gguf.reader import GGUFFile, open_gguf
 from llmnb.hub import resolve
 from llmnb.model.config import ModelConfig, ModelError, config_from_gguf
@@ -51,6 +53,23 @@ class Model:
             raise ModelError(f"{self.path.name}: token ids must be in 0..{self.config.vocab_size - 1}, "
                              f"got {int(arr.min())}..{int(arr.max())}")
         return arr
+
+    def prompt_ids(self, prompt: str | Sequence[int], chat: bool = False,
+                   system: str | None = None) -> list[int]:
+        """Token ids for a prompt: text (through the chat template with `chat`, with BOS when
+        the model asks for it otherwise) or ids as given."""
+        tok = self.tokenizer
+        if not isinstance(prompt, str):
+            if chat:
+                raise UsageError("chat=True needs a text prompt, not token ids")
+            return [int(i) for i in prompt]
+        if chat:
+            messages = ([{"role": "system", "content": system}] if system is not None else [])
+            messages.append({"role": "user", "content": prompt})
+            return tok.encode(tok.render_chat(messages), special=True)
+        if system is not None:
+            raise UsageError("system= applies only with chat=True")
+        return tok.encode(prompt, special=False, add_special=True)
 
     def forward(self, ids: object, causal: bool | None = None,
                 key_mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float32]:
