@@ -166,3 +166,12 @@ def test_fast_dllm_cache_policies_recompute_the_block_or_the_block_and_suffix(ll
     assert dual.stats.active_positions == [n, 8, n, 8, n, 8]                 # the block only
     with pytest.raises(UsageError, match="cache policy"):
         diffuse(llada, PROMPT, gen_length=8, steps=2, cache_policy="lru")
+
+
+@pytest.mark.parametrize("rule", ["low_confidence", "probability", "maskgit_plus", "topk_margin",
+                                  "entropy", "random"])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_every_remasking_rule_fills_the_canvas(llada: Model, rule: str, temperature: float) -> None:
+    r = diffuse(llada, PROMPT, gen_length=12, steps=4, remasking=rule, temperature=temperature,
+                cache=False)
+    assert sum(r.stats.committed) == 12 and r.steps_taken == 4 and len(r.tokens) == 12

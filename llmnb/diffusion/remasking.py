@@ -81,6 +81,7 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
     ent = entropy(logits)
+    conf: F64
     if remasking == "low_confidence":
         conf = (logits[rows, tokens].astype(np.float64) if temperature <= 0.0
                 else softmax64(logits)[rows, tokens])
@@ -92,7 +93,7 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
     elif remasking == "entropy":
         conf = -ent
     else:  # random
-        conf = rng.random(m)
+        conf = np.asarray(rng.random(size=(m,)), dtype=np.float64)
     return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent)
 
 
