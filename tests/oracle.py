@@ -27,3 +27,14 @@ def transformer(name: str, residency: str = "resident") -> Transformer:
 def reference(name: str) -> dict[str, np.ndarray]:
     with np.load(ORACLE / MANIFEST["fixtures"][name]["npz"]) as z:
         return {k: z[k] for k in z.files}
+
+
+def forward_case(t: Transformer, name: str, case: str) -> np.ndarray:
+    """Logits for one manifest case: the case's attention and key mask, and Dream's sampler
+    view (row i-1 predicts position i) when the case is shifted."""
+    spec = MANIFEST["fixtures"][name]["cases"][case]
+    logits = t.forward(PROMPT, causal=spec["attention"] == "causal",
+                       key_mask=KEY_MASK if spec["key_mask"] else None)
+    if spec["shifted"]:
+        logits = np.concatenate([logits[:1], logits[:-1]])
+    return logits

@@ -17,21 +17,12 @@ from llmnb.model.transformer import Transformer
 from llmnb.model.weights import Weights
 from llmnb.quant import dequantize
 from llmnb.quant.gguf_file import plan_diffuse_types, quantize_file
-from oracle import KEY_MASK, MANIFEST, ORACLE, PROMPT, TOL, reference, transformer
+from oracle import MANIFEST, ORACLE, PROMPT, TOL, forward_case, reference, transformer
 
 T = GGMLType
 DIFFUSE = [k for k, v in MANIFEST["fixtures"].items() if v["convention"] == "diffuse"]
 CASES = [(name, case) for name in DIFFUSE for case in MANIFEST["fixtures"][name]["cases"]]
 TWIN = {"llada_diffuse_f32": "llada_f32", "dream_diffuse_f32": "dream_f32"}
-
-
-def forward_case(t: Transformer, name: str, case: str) -> npt.NDArray[np.float32]:
-    spec = MANIFEST["fixtures"][name]["cases"][case]
-    logits = t.forward(PROMPT, causal=spec["attention"] == "causal",
-                       key_mask=KEY_MASK if spec["key_mask"] else None)
-    if spec["shifted"]:  # Dream: position i is predicted by row i-1 (the sampler's view)
-        logits = np.concatenate([logits[:1], logits[:-1]])
-    return logits
 
 
 # --- config ----------------------------------------------------------------------------------

@@ -6,20 +6,14 @@ import pytest
 
 from llmnb.model.blocks import apply_rope, attention, rms_norm, rope_inv_freq, rope_tables
 from llmnb.model.weights import unpermute_qk
-from oracle import KEY_MASK, MANIFEST, PROMPT, TOL, reference, transformer
+from oracle import MANIFEST, PROMPT, TOL, forward_case, reference, transformer
 
 LLAMA_CPP = [k for k, v in MANIFEST["fixtures"].items() if v["convention"] == "llama.cpp"]
 CASES = [(name, case) for name in LLAMA_CPP for case in MANIFEST["fixtures"][name]["cases"]]
 
 
 def run_case(name: str, case: str, residency: str = "resident") -> np.ndarray:
-    spec = MANIFEST["fixtures"][name]["cases"][case]
-    t = transformer(name, residency)
-    logits = t.forward(PROMPT, causal=spec["attention"] == "causal",
-                       key_mask=KEY_MASK if spec["key_mask"] else None)
-    if spec["shifted"]:  # Dream: position i is predicted by row i-1 (the sampler's view)
-        logits = np.concatenate([logits[:1], logits[:-1]])
-    return logits
+    return forward_case(transformer(name, residency), name, case)
 
 
 @pytest.mark.parametrize("name,case", CASES)
