@@ -11,9 +11,27 @@ step's FLOPs are counted from the model's shapes,
 and divided by the step time and by sgemm's GFLOP/s measured in the same run (MFU). The model
 is SmolLM2-135M's weights relabelled as a `llada` file (bidirectional, a mask id added):
 SmolLM2-shaped, so the figures speak of a real 135M-parameter network.
+
+With ``peer`` (a llama.cpp build folder or its ``llama-diffusion-cli``), the same step is timed
+in llama.cpp on the same file (SmolLM2's Q4_1/Q8_0 tensors) and on an all-F32 copy of it
+(llama.cpp's fastest batched path on this CPU): ``llama-diffusion-cli`` with a canvas of
+``PROMPT_TOKENS + B`` positions (``-ub``), 16 steps, one block, temperature 0, its own "time
+per step" line (total time / steps: a full forward of the canvas plus sampling). Both engines
+recompute the whole canvas every step (no inter-step cache), on the same thread count, one
+after the other in this run. ``step_ratio`` = llama.cpp's time / llmnb's (above 1: llmnb faster).
+
+``cache_rows`` measures the inter-step cache (``llmnb/diffusion/cache.py``) the way the paper's
+Tables 4 and 6 do, in miniature: on the embedded tiny diffusion models over the held-out task
+set (``data/eval/tiny_heldout.jsonl``), 16 steps, each prompt denoised without the cache and with
+each cache policy — total time (speedup), tokens equal to the no-cache output (fidelity), exact
+match accuracy — and entropy_exit's steps against the fixed 16.
 """
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,22 +97,139 @@ def worker(path: str, threads: int, gen_length: int, repeats: int) -> dict[str, 
             "canvas_tok_s_at_16_steps": gen_length / (16 * t)}
 
 
+PEER_STEPS = 16
+PEER_PROMPT = "Explain in a few sentences why the sky is blue during the day."
+
+
+def peer_exe(peer: str) -> Path:
+    exe = Path(peer)
+    if exe.is_dir():
+        exe = exe / "llama-diffusion-cli"
+    if not exe.is_file():
+        found = shutil.which(str(exe))
+        if found is None:
+            raise FileNotFoundError(f"--peer: no llama-diffusion-cli at {exe}")
+        exe = Path(found)
+    return exe
+
+
+def peer_step_ms(exe: Path, path: Path, canvas: int, threads: int, repeats: int) -> float:
+    """Median of llama-diffusion-cli's "time per step" over `repeats` runs (after a warm-up)."""
+    cmd = [str(exe), "-m", str(path), "-p", PEER_PROMPT, "-ub", str(canvas), "-b", str(canvas),
+           "-c", str(max(512, canvas)), "--diffusion-steps", str(PEER_STEPS),
+           "--diffusion-block-length", str(canvas), "-t", str(threads), "-tb", str(threads),
+           "--temp", "0", "--seed", "42"]
+    times = []
+    for i in range(repeats + 1):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        m = re.search(r"time per step: ([0-9.]+)ms", out)
+        if r.returncode != 0 or m is None:
+            raise RuntimeError(f"llama-diffusion-cli failed ({' '.join(cmd)}): {out.strip()[-500:]}")
+        if i > 0:                                               # the first run is the warm-up
+            times.append(float(m.group(1)))
+    return statistics.median(times)
+
+
+def _worker(call: str) -> dict[str, Any]:
+    code = f"import json; from llmnb.perf.bench_diffusion import *; print(json.dumps({call}))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench diffusion: {call} failed: {r.stderr.strip()[-500:]}")
+    out: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
 def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
-                    lengths: tuple[int, ...] = (64, 256)) -> list[dict[str, Any]]:
+                    lengths: tuple[int, ...] = (64, 256), peer: str | None = None) -> list[dict[str, Any]]:
+    """One uncached step per (threads, B), each in a fresh subprocess; with `peer`, llama.cpp's
+    step on the same file and on an all-F32 copy, timed right after llmnb's."""
     from llmnb import hub
+    from llmnb.quant.gguf_file import quantize_file
 
-    import json
-
+    exe = peer_exe(peer) if peer else None
     rows = []
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "smollm2-llada.gguf"
         llada_copy(hub.path("smollm2-135m"), path)
+        f32 = Path(d) / "smollm2-llada-f32.gguf"
+        if exe is not None:
+            quantize_file(path, f32, "F32")
         for n in threads or [1, 2]:
             for b in lengths:
-                code = ("import json; from llmnb.perf.bench_diffusion import worker; "
-                        f"print(json.dumps(worker({str(path)!r}, {n}, {b}, {repeats})))")
-                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise RuntimeError(f"bench diffusion worker failed: {r.stderr.strip()[-500:]}")
-                rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+                row = _worker(f"worker({str(path)!r}, {n}, {b}, {repeats})")
+                if exe is not None:
+                    canvas = PROMPT_TOKENS + b
+                    q = peer_step_ms(exe, path, canvas, n, repeats)
+                    full = peer_step_ms(exe, f32, canvas, n, repeats)
+                    row |= {"llama_cpp_step_ms": q, "step_ratio": q / row["step_ms"],
+                            "llama_cpp_f32_step_ms": full, "f32_step_ratio": full / row["step_ms"]}
+                rows.append(row)
+    return rows
+
+
+def data_dir() -> Path | None:
+    """The repository's data/ folder (tiny models, held-out set): $LLMNB_DATA, else ./data."""
+    for d in (os.environ.get("LLMNB_DATA"), "data"):
+        if d and (Path(d) / "eval" / "tiny_heldout.jsonl").is_file():
+            return Path(d)
+    return None
+
+
+def cache_worker(model_path: str, heldout: str, every: int, steps: int) -> dict[str, Any]:
+    """One tiny diffusion model over the held-out prompts: no cache vs each cache policy, and
+    entropy_exit; totals over the prompts (time is the sum of the denoising loops)."""
+    import llmnb
+    from llmnb.diffusion import diffuse
+
+    m = llmnb.load(model_path)
+    rows = [json.loads(line) for line in Path(heldout).open()][::every]
+    settings: dict[str, dict[str, Any]] = {
+        "no cache": {"cache": False},
+        "diffuse": {"cache": True, "cache_policy": "diffuse"},
+        "no cache, blocks of 24": {"cache": False, "block_length": 24},
+        "prefix, blocks of 24": {"cache": True, "cache_policy": "prefix", "block_length": 24},
+        "dual, blocks of 24": {"cache": True, "cache_policy": "dual", "block_length": 24},
+        "entropy_exit": {"cache": False, "scheduler": "entropy_exit"},
+        "entropy_exit + cache": {"cache": True, "scheduler": "entropy_exit"},
+    }
+    common: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": steps, "schedule": "even",
+              "remasking": "probability"}
+    diffuse(m, rows[0]["prompt"], **common)                                # warm-up
+    out: dict[str, Any] = {"model": Path(model_path).stem, "prompts": len(rows), "steps": steps}
+    base: dict[str, list[list[int]]] = {"no cache": [], "no cache, blocks of 24": []}
+    for name, kw in settings.items():
+        ref = "no cache, blocks of 24" if "blocks" in name else "no cache"
+        seconds = 0.0
+        correct = same = total = nfe = 0
+        for i, r in enumerate(rows):
+            res = diffuse(m, r["prompt"], **(common | kw))
+            seconds += res.stats.seconds
+            correct += res.text.strip() == r["answer"]
+            nfe += res.steps_taken
+            if name == ref:
+                base[ref].append(res.tokens)
+            same += sum(a == b for a, b in zip(res.tokens, base[ref][i]))
+            total += len(res.tokens)
+        out[name] = {"seconds": seconds, "accuracy": correct / len(rows),
+                     "fidelity": same / total, "mean_steps": nfe / len(rows)}
+    for name in settings:
+        ref = "no cache, blocks of 24" if "blocks" in name else "no cache"
+        out[name]["speedup"] = out[ref]["seconds"] / out[name]["seconds"]
+    return out
+
+
+def cache_rows(every: int = 2, steps: int = 16) -> list[dict[str, Any]]:
+    """Flat rows (model x setting) of ``cache_worker`` for each tiny diffusion model."""
+    d = data_dir()
+    if d is None:
+        raise FileNotFoundError("bench diffusion cache: no data/eval/tiny_heldout.jsonl here "
+                                "(run from the repository root or set LLMNB_DATA)")
+    rows = []
+    for name in ("tiny-llada", "tiny-dream"):
+        res = _worker(f"cache_worker({str(d / 'models' / (name + '.gguf'))!r}, "
+                      f"{str(d / 'eval' / 'tiny_heldout.jsonl')!r}, {every}, {steps})")
+        for setting in [k for k, v in res.items() if isinstance(v, dict)]:
+            rows.append({"model": name, "setting": setting, "prompts": res["prompts"]}
+                        | res[setting])
     return rows
