@@ -1,67 +1,27 @@
 """``llmnb bench``: ratios against oracles and peers, measured side by side in one run.
 
 Every figure is a warm-up followed by the median of several timed runs, printed after the
-machine's facts (CPU, cores, BLAS kernel, thread settings, OpenBLAS overrides), because
-these machines are shared and noisy: only ratios taken in the same run are meaningful.
+machine's facts (``llmnb.perf.machine``: CPU, cores, caches, BLAS kernel, OpenBLAS overrides,
+and the roofs measured at the start of the same run), because these machines are shared and
+noisy: only ratios taken in the same run are meaningful. ``BENCHES`` is the registry: each
+``llmnb bench WHAT`` is one entry, and ``all`` runs every entry in order.
 """
 from __future__ import annotations
 
 import json
-import os
-import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
+from typing import Any
 
 from llmnb import hub
+from llmnb.perf.machine import default_thread_counts, describe, physical_cores, probe
+from llmnb.perf.machine import is_compiled as is_compiled      # re-exported for the benches
+from llmnb.perf.machine import median_time as median_time
 
 
-def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of `fn` over `repeats` runs after `warmup` untimed runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def machine_facts() -> dict[str, object]:
-    """What a reader needs to judge a number: CPU, cores, BLAS kernel and threads, overrides."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    blas: list[dict[str, object]] = []
-    try:
-        from threadpoolctl import threadpool_info
-
-        blas = [{k: info.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
-                for info in threadpool_info() if info.get("user_api") == "blas"]
-    except ImportError:
-        pass
-    return {
-        "cpu": cpu, "logical_cpus": os.cpu_count(), "python": platform.python_version(),
-        "blas": blas,
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-        "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
-        "compiled": is_compiled(),
-    }
-
-
-def is_compiled() -> bool:
-    """True when llmnb's core modules are mypyc-compiled extension modules."""
-    from llmnb.gguf import reader
-
-    return not (reader.__file__ or "").endswith(".py")
+def machine_facts() -> dict[str, Any]:
+    """The machine's description (CPU, cores, caches, BLAS kernel, overrides), no roofs."""
+    return describe().to_json()
 
 
 def bench_gguf(repeats: int) -> list[dict[str, object]]:
@@ -91,60 +51,126 @@ def _print_rows(title: str, rows: list[dict[str, object]]) -> None:
     if not rows:
         return
     keys = list(rows[0])
+    widths = [max(12, len(k)) for k in keys]
     print(f"\n## {title}")
-    print("  ".join(f"{k:>12}" for k in keys))
+    print("  ".join(f"{k:>{w}}" for k, w in zip(keys, widths)))
     for r in rows:
         cells = []
-        for k in keys:
-            v = r[k]
-            cells.append(f"{v:>12.4g}" if isinstance(v, float) else f"{v!s:>12}")
+        for k, w in zip(keys, widths):
+            v = r.get(k)
+            cells.append(f"{v:>{w}.4g}" if isinstance(v, float) else f"{v!s:>{w}}")
         print("  ".join(cells))
+
+
+# --- the registry: every `llmnb bench WHAT`; `all` runs them in this order ---------------
+# A bench takes (repeats, threads, peer) and returns its rows, or None when it was skipped
+# (it says why on stderr).
+
+BenchFn = Callable[[int, list[int] | None, str | None], list[dict[str, Any]] | None]
+
+
+def _needs(name: str, what: str) -> bool:
+    if hub.is_pulled(name):
+        return True
+    print(f"bench {what}: {name} not pulled (llmnb pull {name}); skipped", file=sys.stderr)
+    return False
+
+
+def _gguf(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
+    return bench_gguf(repeats)
+
+
+def _quant(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
+    from llmnb.perf.bench_quant import bench_quant
+
+    return bench_quant(repeats=repeats)
+
+
+def _ar(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_ar import bench_ar
+
+    return bench_ar(repeats=repeats, threads=threads, peer=peer) if _needs("smollm2-135m", "ar") else None
+
+
+def _diffusion(repeats: int, threads: list[int] | None,
+               peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_diffusion import bench_diffusion
+
+    return (bench_diffusion(repeats=repeats, threads=threads, peer=peer)
+            if _needs("smollm2-135m", "diffusion") else None)
+
+
+def _cache(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_diffusion import cache_rows, data_dir
+
+    if data_dir() is None:
+        print("bench cache: no data/eval/tiny_heldout.jsonl here (run from the repository root or "
+              "set LLMNB_DATA); skipped", file=sys.stderr)
+        return None
+    return cache_rows()
+
+
+def _scaling(repeats: int, threads: list[int] | None,
+             peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_scaling import bench_scaling
+
+    return bench_scaling(repeats=repeats, threads=threads) if _needs("smollm2-135m", "scaling") else None
+
+
+def _kv(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_kv import bench_kv
+
+    return bench_kv() if _needs("smollm2-135m", "kv") else None
+
+
+def _spec(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
+    from llmnb.perf.bench_spec import bench_spec
+
+    return bench_spec(repeats=min(repeats, 3), threads=threads)   # tiny-ar always; SmolLM2 if pulled
+
+
+BENCHES: dict[str, tuple[str, BenchFn]] = {
+    "gguf": ("gguf: open a model file, llmnb vs gguf-py GGUFReader (ratio = speed-up)", _gguf),
+    "quant": ("quant: llmnb vs gguf.quants (ratio = speed-up), 1 thread", _quant),
+    "ar": ("ar: SmolLM2-135M, prompt 128 + decode 32 tokens; roofline = GEMV bandwidth / F32 "
+           "weight bytes", _ar),
+    "diffusion": ("diffusion: one uncached step of SmolLM2-135M as a llada file, prompt 32 + B "
+                  "masked; MFU = achieved GFLOP/s / sgemm GFLOP/s (same run)", _diffusion),
+    "cache": ("cache: inter-step K/V cache on the tiny diffusion models, every 2nd held-out prompt, "
+              "48 positions, 16 steps, 1 thread; speed-up, fidelity (tokens equal) and accuracy "
+              "against the uncached run with the same blocks; entropy_exit's mean steps", _cache),
+    "scaling": ("scaling: AR decode vs diffusion step (B=64, prompt 32) per thread count; "
+                "scaling = tok/s over tok/s at the first thread count", _scaling),
+    "kv": ("kv: streaming perplexity vs KV budget (Initial-Key Cache, StreamingLLM, H2O), "
+           "SmolLM2-135M, one 512-token window of persuasion.txt, half rule, 1 thread", _kv),
+    "spec": ("spec: speculative vs plain greedy decoding, same tokens asserted; speed-up = plain / "
+             "speculative wall time of the whole generate call (median of at most 3 runs after a "
+             "warm-up), geometric mean over a set's prompts", _spec),
+}
 
 
 def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] | None = None,
          peer: str | None = None) -> int:
-    facts = machine_facts()
-    results: dict[str, object] = {"machine": facts, "repeats": repeats}
+    """Machine facts (the roofs measured now, at `threads`), then each bench `what` names."""
+    names = list(BENCHES) if what == "all" else [what]
+    threads = threads or default_thread_counts(physical_cores())
+    facts = probe(threads=threads, refresh=True,
+                  progress=lambda m: print(f"bench: {m}", file=sys.stderr))
+    results: dict[str, Any] = {"command": "llmnb bench " + what, "machine": facts.to_json(),
+                               "repeats": repeats}
     if not as_json:
         print("# machine")
-        for k, v in facts.items():
-            print(f"{k:>18}: {v}")
-        print(f"{'repeats':>18}: {repeats} (median kept, after one warm-up run)")
-    if what in ("gguf", "all"):
-        rows = bench_gguf(repeats)
-        results["gguf"] = rows
+        for line in facts.lines():
+            print(line)
+        print(f"repeats: {repeats} (median kept, after one warm-up run)")
+    for name in names:
+        title, run = BENCHES[name]
+        rows = run(repeats, threads, peer)
+        if rows is None:
+            continue
+        results[name] = rows
         if not as_json:
-            _print_rows("gguf: open a model file, llmnb vs gguf-py GGUFReader (ratio = speed-up)", rows)
-    if what in ("quant", "all"):
-        from llmnb.perf.bench_quant import bench_quant
-
-        qrows = bench_quant(repeats=repeats)
-        results["quant"] = qrows
-        if not as_json:
-            _print_rows("quant: llmnb vs gguf.quants (ratio = speed-up), 1 thread", qrows)
-    if what in ("ar", "all"):
-        from llmnb.perf.bench_ar import bench_ar
-
-        if hub.is_pulled("smollm2-135m"):
-            arows = bench_ar(repeats=repeats, threads=threads, peer=peer)
-            results["ar"] = arows
-            if not as_json:
-                _print_rows("ar: SmolLM2-135M, prompt 128 + decode 32 tokens; roofline = "
-                            "GEMV bandwidth / F32 weight bytes", arows)
-        else:
-            print("bench ar: smollm2-135m not pulled (llmnb pull smollm2-135m); skipped",
-                  file=sys.stderr)
-    if what in ("diffusion", "all"):
-        from llmnb.perf.bench_diffusion import bench_diffusion
-
-        if hub.is_pulled("smollm2-135m"):
-            drows = bench_diffusion(repeats=repeats, threads=threads)
-            results["diffusion"] = drows
-            if not as_json:
-                _print_rows("diffusion: one uncached step of SmolLM2-135M as a llada file, prompt 32 "
-                            "+ B masked; MFU = achieved GFLOP/s / sgemm GFLOP/s (same run)", drows)
-        else:
-            print("bench diffusion: smollm2-135m not pulled; skipped", file=sys.stderr)
+            _print_rows(title, rows)
     if as_json:
         print(json.dumps(results, indent=2, default=str))
     return 0

@@ -23,18 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from llmnb.perf.bench import median_time
+from llmnb.perf.machine import gemv_bandwidth
 
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
-
-
-def gemv_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5) -> float:
-    """Bytes/s streamed by float32 matrix @ vector over a matrix of `n_bytes` (beyond caches)."""
-    cols = 4096
-    w = np.ones((n_bytes // 4 // cols, cols), dtype=np.float32)
-    x = np.ones(cols, dtype=np.float32)
-    return w.nbytes / median_time(lambda: w @ x, repeats)
 
 
 def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:

@@ -44,7 +44,7 @@ import numpy as np
 from llmnb.gguf.constants import BOOL, UINT32
 from llmnb.gguf.reader import MetadataField, open_gguf
 from llmnb.gguf.writer import TensorToWrite, write_gguf
-from llmnb.perf.bench import median_time
+from llmnb.perf.machine import sgemm_gflops
 
 PROMPT_TOKENS = 32
 MASK_ID = 4  # a control token of SmolLM2's vocabulary (unused in its chat format) as the mask
@@ -61,12 +61,6 @@ def llada_copy(src: Path, dst: Path) -> None:
     tensors = [TensorToWrite(n, np.asarray(f.raw(n)), t.ggml_type, t.shape)
                for n, t in f.tensors.items()]
     write_gguf(dst, "llada", fields, tensors)
-
-
-def sgemm_gflops(n: int = 2048, repeats: int = 5) -> float:
-    a = np.ones((n, n), dtype=np.float32)
-    b = np.ones((n, n), dtype=np.float32)
-    return 2 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
 
 
 def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
@@ -180,9 +174,14 @@ def cache_worker(model_path: str, heldout: str, every: int, steps: int) -> dict[
     """One tiny diffusion model over the held-out prompts: no cache vs each cache policy, and
     entropy_exit; totals over the prompts (time is the sum of the denoising loops)."""
     import llmnb
+
+    with llmnb.threads(1):
+        return _cache_runs(llmnb.load(model_path), model_path, heldout, every, steps)
+
+
+def _cache_runs(m: Any, model_path: str, heldout: str, every: int, steps: int) -> dict[str, Any]:
     from llmnb.diffusion import diffuse
 
-    m = llmnb.load(model_path)
     rows = [json.loads(line) for line in Path(heldout).open()][::every]
     settings: dict[str, dict[str, Any]] = {
         "no cache": {"cache": False},

@@ -1,0 +1,142 @@
+"""Thread scaling of AR decode and diffusion steps: the regime inversion, measured.
+
+Decoding one token multiplies every weight matrix by one vector: it streams all weights
+from memory per token, and extra threads share one memory bus, so it saturates early.
+A diffusion step multiplies the same matrices by prompt + B vectors at once: compute-bound,
+so each extra core adds about its share (diffuse-cpp paper, §3.2 and Table 4: 7.4x at 12
+cores for diffusion, 2.4x for llama.cpp's decode).
+
+``thread_sweep`` measures both at each thread count (``llmnb.threads``: BLAS through
+threadpoolctl, and numexpr), interleaved so machine noise hits both, and hands every point
+to a callback as soon as it is measured (for a progress bar or a live plot).
+"""
+from __future__ import annotations
+
+import operator
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, SupportsIndex
+
+import numpy as np
+
+from llmnb.ar.engine import Generator
+from llmnb.ar.sampling import Greedy
+from llmnb.diffusion.engine import diffuse
+from llmnb.errors import UsageError
+from llmnb.model.model import Model
+from llmnb.perf.threads import threads as use_threads
+
+AR, DIFFUSION = "ar_decode", "diffusion_step"
+
+
+@dataclass
+class ScalingPoint:
+    """One measurement: a kind of forward pass at one thread count."""
+
+    kind: str            # AR ("ar_decode") or DIFFUSION ("diffusion_step")
+    threads: int
+    seconds: float       # median seconds per decoded token, or per denoising step
+    tok_s: float         # decode: tokens/s; diffusion: B / (steps * seconds), diffuse-cpp's figure
+    tokens: int          # tokens through each weight matrix per forward (1, or prompt + B)
+    scaling: float = 1.0  # tok_s over the same kind's tok_s at the sweep's first thread count
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "threads": self.threads, "seconds": self.seconds,
+                "tok_s": self.tok_s, "tokens": self.tokens, "scaling": self.scaling}
+
+
+OnPoint = Callable[[ScalingPoint, int, int], None]     # (point, points done, points in total)
+
+
+def _prompt(model: Model, n: int, seed: int = 0) -> list[int]:
+    """`n` ordinary token ids (the middle of the vocabulary: no control tokens, no mask)."""
+    v = model.config.vocab_size
+    ids: list[int] = np.random.default_rng(seed).integers(v // 4, v // 2, n).tolist()
+    return ids
+
+
+def decode_seconds(model: Model, prompt_tokens: SupportsIndex = 32,
+                   decode_tokens: SupportsIndex = 16, repeats: SupportsIndex = 3) -> float:
+    """Median seconds per decoded token (greedy) after a `prompt_tokens` prefill; one
+    untimed round first. Runs at the caller's thread setting."""
+    p, d, r = operator.index(prompt_tokens), operator.index(decode_tokens), operator.index(repeats)
+    if p < 1 or d < 1 or r < 1:
+        raise UsageError(f"decode_seconds: expected positive sizes, got prompt {p}, decode {d}, "
+                         f"repeats {r}")
+    prompt = _prompt(model, p)
+    times: list[float] = []
+    for i in range(r + 1):
+        g = Generator(model, Greedy(), capacity=p + d + 1)
+        g.prefill(prompt)
+        t0 = time.perf_counter()
+        for _ in range(d):
+            g.feed(g.next_token())
+        if i:
+            times.append((time.perf_counter() - t0) / d)
+    return statistics.median(times)
+
+
+def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
+                           prompt_tokens: SupportsIndex = 32, repeats: SupportsIndex = 3) -> float:
+    """Median seconds of one uncached denoising step (forward over prompt + B, head on the B
+    masked rows) through ``llmnb.diffuse``; one untimed step first."""
+    b, p, r = operator.index(gen_length), operator.index(prompt_tokens), operator.index(repeats)
+    if b < 1 or p < 1 or r < 1:
+        raise UsageError(f"diffusion_step_seconds: expected positive sizes, got B {b}, "
+                         f"prompt {p}, repeats {r}")
+    prompt = _prompt(model, p)
+    times: list[float] = []
+    for i in range(r + 1):
+        res = diffuse(model, prompt, gen_length=b, steps=1, cache=False)
+        if i:
+            times.append(res.stats.forward_s[0])
+    return statistics.median(times)
+
+
+def thread_sweep(ar: Model | None, diffusion: Model | None, threads: Sequence[int],
+                 gen_length: int = 64, prompt_tokens: int = 32, decode_tokens: int = 16,
+                 steps: int = 16, repeats: int = 3, on_point: OnPoint | None = None) -> list[ScalingPoint]:
+    """AR decode (on `ar`) and diffusion steps (on `diffusion`, B = `gen_length`) at each
+    thread count; either model may be None to measure only the other. `steps` only converts
+    a step's time into diffuse-cpp's tok/s (B / (steps * step time))."""
+    counts = [int(t) for t in threads]
+    if not counts or min(counts) < 1:
+        raise UsageError(f"thread_sweep: expected positive thread counts, got {counts}")
+    if ar is None and diffusion is None:
+        raise UsageError("thread_sweep: expected an AR model, a diffusion model or both")
+    total = len(counts) * ((ar is not None) + (diffusion is not None))
+    points: list[ScalingPoint] = []
+    first: dict[str, float] = {}
+
+    def record(p: ScalingPoint) -> None:
+        first.setdefault(p.kind, p.tok_s)
+        p.scaling = p.tok_s / first[p.kind]
+        points.append(p)
+        if on_point is not None:
+            on_point(p, len(points), total)
+
+    for n in counts:
+        with use_threads(n):
+            if ar is not None:
+                s = decode_seconds(ar, prompt_tokens, decode_tokens, repeats)
+                record(ScalingPoint(AR, n, s, 1.0 / s, 1))
+            if diffusion is not None:
+                s = diffusion_step_seconds(diffusion, gen_length, prompt_tokens, repeats)
+                record(ScalingPoint(DIFFUSION, n, s, gen_length / (steps * s),
+                                    prompt_tokens + gen_length))
+    return points
+
+
+def scaling_rows(points: Sequence[ScalingPoint]) -> list[dict[str, Any]]:
+    """One row per thread count: each kind's tok/s and scaling factor side by side."""
+    rows: dict[int, dict[str, Any]] = {}
+    for p in points:
+        row = rows.setdefault(p.threads, {"threads": p.threads})
+        if p.kind == AR:
+            row |= {"ar_decode_tok_s": p.tok_s, "ar_scaling": p.scaling}
+        else:
+            row |= {"diffusion_step_ms": p.seconds * 1e3, "diffusion_tok_s": p.tok_s,
+                    "diffusion_scaling": p.scaling}
+    return [rows[t] for t in sorted(rows)]

@@ -1,0 +1,150 @@
+"""The roofline, drawn: this machine's two roofs, where AR decode and a diffusion step land.
+
+``plot_roofline`` draws one roof (sgemm peak and a memory bandwidth, both measured by
+``llmnb.perf.machine``), the predicted position of each workload (its arithmetic intensity
+and the roof above it) and measured runs (their intensity and the FLOP/s they reached).
+``roofline_explorer`` wraps it in sliders: B (tokens per forward), bytes per weight and
+threads; every change redraws the picture. The notebook calls ``plot_roofline`` directly,
+so what runs under nbval is the code the sliders run.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from llmnb.model.config import ModelConfig
+from llmnb.perf.machine import MachineFacts
+from llmnb.perf.roofline import (
+    Measurement, Placement, Roof, Workload, ar_decode, bytes_per_weight, diffusion_step, place,
+)
+
+CSS_CLASS = "llmnb-roofline-explorer"
+B_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+FORMATS = ("Q4_K", "Q4_1", "Q5_K", "Q6_K", "Q8_0", "F16", "F32")   # llama.cpp's weight formats
+AI_RANGE = (0.05, 4096.0)                                         # FLOP/byte on the x axis
+COLORS = {"AR": "tab:red", "diffusion": "tab:blue", "other": "tab:green"}
+
+
+def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+    """The figure as PNG bytes (for an ``ipywidgets.Image``)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _color(name: str) -> str:
+    if name.startswith(("AR", "decode")):
+        return COLORS["AR"]
+    if "diffusion" in name:
+        return COLORS["diffusion"]
+    return COLORS["other"]
+
+
+def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
+                  placements: Sequence[Placement] = (), ax: Axes | None = None,
+                  title: str | None = None) -> Figure:
+    """Log-log roofline: attainable GFLOP/s against arithmetic intensity (FLOP/byte).
+
+    Each workload is a hollow marker on the roof at its intensity (the best it can do);
+    each placement a filled marker at the GFLOP/s it was measured at, labelled with its
+    share of the roof."""
+    if ax is None:
+        fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.get_figure()                                     # type: ignore[assignment]
+    lo, hi = AI_RANGE
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.loglog(xs, [roof.attainable(x) / 1e9 for x in xs], color="black", lw=2)
+    ax.axvline(roof.ridge, color="gray", ls=":", lw=1)
+    ax.annotate(f"ridge {roof.ridge:.1f} FLOP/B", (roof.ridge, roof.peak_flops / 1e9),
+                xytext=(6, -14), textcoords="offset points", fontsize=8, color="gray")
+    ax.annotate(f"{roof.bandwidth / 1e9:.1f} GB/s", (lo * 1.5, roof.attainable(lo * 1.5) / 1e9),
+                xytext=(14, -8), textcoords="offset points", fontsize=8)
+    ax.annotate(f"{roof.peak_flops / 1e9:.0f} GFLOP/s", (hi / 30, roof.peak_flops / 1e9),
+                xytext=(0, 5), textcoords="offset points", fontsize=8)
+    for w in workloads:
+        y = roof.attainable(w.intensity) / 1e9
+        ax.plot([w.intensity], [y], "o", mfc="none", mec=_color(w.name), ms=10, mew=2,
+                label=f"{w.name}: AI {w.intensity:.2f} ({w.bound(roof)}-bound)")
+    for i, p in enumerate(placements):
+        ax.plot([p.intensity], [p.achieved_flops / 1e9], "o", color=_color(p.name), ms=7)
+        ax.annotate(f"{p.name} measured: {100 * p.fraction:.0f}% of roof",
+                    (p.intensity, p.achieved_flops / 1e9), xytext=(6, -12 - 11 * i),
+                    textcoords="offset points", fontsize=8, color=_color(p.name))
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min(0.05, roof.attainable(lo) / 1e9 / 2), roof.peak_flops / 1e9 * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title if title is not None else f"roofline: {roof.label}", fontsize=10)
+    if workloads:
+        ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def explorer_state(facts: MachineFacts, config: ModelConfig, gen_length: int,
+                   weight_bytes: float, threads: int, measured: Sequence[Measurement] = (),
+                   prompt_tokens: int = 32, context: int = 32,
+                   memory: str = "gemv") -> tuple[Roof, list[Workload], list[Placement]]:
+    """What the explorer draws for one setting of its sliders: the roof at `threads`, AR
+    decode and a diffusion step of B = `gen_length` at `weight_bytes` per weight, and the
+    measured runs taken at `threads`."""
+    roof = facts.roof(threads, memory)
+    workloads = [ar_decode(config, weight_bytes, context),
+                 diffusion_step(config, weight_bytes, gen_length, prompt_tokens)]
+    placements = [place(m.workload, m.seconds, roof) for m in measured if m.threads == threads]
+    return roof, workloads, placements
+
+
+def summary(roof: Roof, workloads: Sequence[Workload], steps: int = 16) -> str:
+    """One line per workload: intensity, bound and the roofline's predicted speed."""
+    lines = []
+    for w in workloads:
+        t = w.seconds(roof)
+        speed = (f"{1 / t:.1f} tok/s" if w.tokens == 1 else
+                 f"{t * 1e3:.1f} ms per step")
+        lines.append(f"{w.name}: AI {w.intensity:.2f} FLOP/B, {w.bound(roof)}-bound, "
+                     f"predicted {speed}")
+    return "<br>".join(lines)
+
+
+def roofline_explorer(facts: MachineFacts, config: ModelConfig,
+                      measured: Sequence[Measurement] = (), prompt_tokens: int = 32,
+                      context: int = 32, memory: str = "gemv", gen_length: int = 64,
+                      weight_format: str = "F32") -> Any:
+    """Sliders for B (tokens per forward), bytes per weight and threads over the roofline
+    of `facts` for a model of `config`; measured runs at the chosen thread count are shown.
+    Returns an ``ipywidgets.VBox`` with CSS class ``llmnb-roofline-explorer``."""
+    import ipywidgets as widgets  # type: ignore[import-untyped]
+
+    b_slider = widgets.SelectionSlider(options=list(B_CHOICES), value=gen_length, description="B",
+                                       continuous_update=False)
+    fmt_options = [(f"{f} ({bytes_per_weight(f):.3g} B)", bytes_per_weight(f)) for f in FORMATS]
+    w_slider = widgets.SelectionSlider(options=fmt_options, value=bytes_per_weight(weight_format),
+                                       description="bytes/weight", continuous_update=False,
+                                       style={"description_width": "initial"})
+    counts = facts.threads
+    t_slider = widgets.SelectionSlider(options=counts, value=counts[-1], description="threads",
+                                       continuous_update=False)
+    image = widgets.Image(format="png", layout=widgets.Layout(width="600px"))
+    text = widgets.HTML()
+
+    def redraw(_change: object = None) -> None:
+        roof, workloads, placements = explorer_state(
+            facts, config, int(b_slider.value), float(w_slider.value), int(t_slider.value),
+            measured, prompt_tokens, context, memory)
+        fig = plot_roofline(roof, workloads, placements)
+        image.value = figure_png(fig)
+        text.value = summary(roof, workloads)
+
+    for s in (b_slider, w_slider, t_slider):
+        s.observe(redraw, names="value")
+    redraw()
+    box = widgets.VBox([widgets.HBox([b_slider, w_slider, t_slider]), image, text])
+    box.add_class(CSS_CLASS)
+    return box

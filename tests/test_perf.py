@@ -1,0 +1,252 @@
+"""llmnb.perf: the roofline formulas against hand counts, the machine probe, the thread sweep,
+and the widgets' plain functions (figures) and objects (built without a browser)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import llmnb
+from llmnb.errors import UsageError
+from llmnb.model.config import ModelConfig
+from llmnb.perf import machine
+from llmnb.perf import roofline as rl
+from llmnb.perf.scaling import AR, DIFFUSION, ScalingPoint, scaling_rows, thread_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = machine.ProbeSizes(sgemm_n=64, stream_bytes=1 << 20, gemv_bytes=1 << 20, repeats=1)
+
+# SmolLM2-135M's hyper-parameters (the hub file's metadata), written out so the hand counts
+# below need no download.
+SMOLLM2 = ModelConfig(arch="llama", n_layer=30, n_embd=576, n_head=9, n_head_kv=3, head_dim=64,
+                      n_ff=1536, n_ctx=8192, vocab_size=49152, rope_base=100000.0, rope_dim=64,
+                      rms_eps=1e-5, causal=True, shift_logits=False, tied_output=True,
+                      qkv_bias=False, rope_scaling="none", mask_token_id=None)
+# one layer: q 576x576 + k, v 192x576 each + o 576x576 + gate, up 1536x576 + down 576x1536
+LAYER = 576 * 576 + 2 * 192 * 576 + 576 * 576 + 3 * 1536 * 576          # 3,538,944
+HEAD = 49152 * 576                                                     # 28,311,552
+
+
+def tiny(name: str) -> llmnb.Model:
+    return llmnb.load(ROOT / "data" / "models" / f"{name}.gguf")
+
+
+# --- roofline --------------------------------------------------------------------------
+
+def test_paper_intensity_reproduces_equations_1_and_2() -> None:
+    # eq. 2 with N = K = 4096: 2NKB / ((NK + KB) b); the paper's approximations 2/b and 2B/b
+    n = k = 4096
+    assert rl.paper_intensity(n, k, 1, 0.5) == pytest.approx(2 * n * k / ((n * k + k) * 0.5))
+    assert rl.paper_intensity(n, k, 1, 0.5) == pytest.approx(4.0, rel=1e-3)       # "AI_AR ~ 4"
+    assert rl.paper_intensity(n, k, 64, 0.5) == pytest.approx(256.0, rel=0.02)    # "~ 256"
+    assert rl.paper_intensity(n, k, 256, 0.5) == pytest.approx(1024.0, rel=0.06)  # "~ 1024"
+
+
+def test_layer_and_head_weights_of_smollm2_by_hand() -> None:
+    assert sum(n * k for _, n, k in rl.layer_matrices(SMOLLM2)) == LAYER == 3_538_944
+    assert rl.streamed_weights(SMOLLM2) == 30 * LAYER + HEAD == 134_479_872
+
+
+def test_ar_decode_cost_of_smollm2_by_hand() -> None:
+    w = rl.ar_decode(SMOLLM2, 4.0, context=0)
+    # one token: 2 FLOPs per weight, plus scores and values over 1 key: 4 * 9 heads * 64 * 30
+    assert w.flops == 2 * (30 * LAYER + HEAD) + 4 * 9 * 64 * 30
+    assert w.weight_bytes == 4.0 * (30 * LAYER + HEAD)
+    # activations in + out of each matrix, per layer: (576+576) + 2(192+576) + (576+576)
+    # + 2(1536+576) + (576+1536) = 10176 floats; head 576 in, 49152 out; K and V of 1 token
+    assert w.other_bytes == 4 * (30 * 10176 + 576 + 49152) + 4 * 2 * 3 * 64 * 30
+    assert w.intensity == pytest.approx(0.5, rel=0.01)                  # ~ 2 / b with b = 4
+    assert rl.ar_decode(SMOLLM2, rl.bytes_per_weight("Q4_K")).intensity == pytest.approx(
+        2 / 0.5625, rel=0.05)
+
+
+def test_diffusion_step_prefill_and_verify_counts() -> None:
+    n = 32 + 64
+    step = rl.diffusion_step(SMOLLM2, 4.0, 64, prompt_tokens=32)
+    # all 96 canvas tokens through every layer; all 96 x 96 pairs attend; the head on 64 rows
+    assert step.flops == 2 * n * 30 * LAYER + 4 * n * n * 9 * 64 * 30 + 2 * 64 * HEAD
+    assert step.tokens == n
+    pre = rl.prefill(SMOLLM2, 4.0, 96)
+    assert pre.flops == 2 * n * 30 * LAYER + 4 * (n * (n + 1) // 2) * 9 * 64 * 30 + 2 * HEAD
+    assert rl.verify(SMOLLM2, 4.0, 1, context=10) == rl.forward_cost(
+        SMOLLM2, "verify K=1", 4.0, 1, 10, True, 1)
+    assert rl.verify(SMOLLM2, 4.0, 1, context=10).flops == rl.ar_decode(SMOLLM2, 4.0, 10).flops
+    # more tokens per forward, more FLOPs per byte: the regime inversion in one line
+    ais = [rl.diffusion_step(SMOLLM2, 0.5625, b, 32).intensity for b in (1, 16, 64, 256)]
+    assert ais == sorted(ais) and ais[-1] > 40 * rl.ar_decode(SMOLLM2, 0.5625).intensity
+
+
+def test_roof_limits_and_placement() -> None:
+    roof = rl.Roof(peak_flops=200e9, bandwidth=40e9)
+    assert roof.ridge == 5.0
+    assert roof.attainable(1.0) == 40e9 and roof.attainable(100.0) == 200e9
+    assert roof.seconds(200e9, 1.0) == 1.0 and roof.seconds(1.0, 80e9) == 2.0
+    decode = rl.ar_decode(SMOLLM2, 4.0)
+    assert decode.bound(roof) == "memory"
+    assert rl.diffusion_step(SMOLLM2, 4.0, 64, 32).bound(roof) == "compute"
+    p = rl.place(decode, 2 * decode.seconds(roof), roof)
+    assert p.fraction == pytest.approx(0.5) and p.bound == "memory"
+    assert p.achieved_flops == pytest.approx(decode.flops / p.measured_s)
+    with pytest.raises(UsageError, match="positive time"):
+        rl.place(decode, 0.0, roof)
+
+
+def test_bytes_per_weight_from_quant_formats() -> None:
+    assert rl.bytes_per_weight("F32") == 4.0 and rl.bytes_per_weight("F16") == 2.0
+    assert rl.bytes_per_weight("Q8_0") == 34 / 32 and rl.bytes_per_weight("Q4_K") == 144 / 256
+    assert rl.bytes_per_weight(0.5) == 0.5
+    with pytest.raises(UsageError):
+        rl.bytes_per_weight(-1.0)
+    with pytest.raises(llmnb.LLMNBError, match="unknown tensor type"):
+        rl.bytes_per_weight("Q9_X")
+
+
+# --- machine ---------------------------------------------------------------------------
+
+def test_machine_probe_returns_sane_typed_values() -> None:
+    f = machine.probe(threads=[1], sizes=TINY, cache=False)
+    assert isinstance(f.cpu, str) and f.cpu
+    assert isinstance(f.physical_cores, int) and 1 <= f.physical_cores <= f.logical_cpus
+    assert all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in f.caches.items())
+    assert f.threads == [1]
+    for table in (f.sgemm_gflops, f.copy_gbs, f.triad_gbs, f.gemv_gbs):
+        assert isinstance(table[1], float) and 0 < table[1] < 1e5
+    roof = f.roof(1)
+    assert roof.peak_flops == f.sgemm_gflops[1] * 1e9 and roof.bandwidth == f.gemv_gbs[1] * 1e9
+    assert f.roof(1, "triad").bandwidth == f.triad_gbs[1] * 1e9
+    with pytest.raises(UsageError, match="no measurement at 3 threads"):
+        f.roof(3)
+    assert machine.facts_from_json(json.loads(json.dumps(f.to_json()))) == f
+    assert f.cpu in "\n".join(f.lines())
+
+
+def test_machine_probe_is_cached_per_cpu_and_blas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
+    first = machine.probe(threads=[1], sizes=TINY)
+    path = machine.cache_path(first)
+    assert path.parent == tmp_path / "machine" and path.is_file()
+    assert first.blas_kernel.split()[0].lower() in path.name or not first.blas
+    again = machine.probe(threads=[1], sizes=TINY)
+    assert again.sgemm_gflops == first.sgemm_gflops and again.triad_gbs == first.triad_gbs
+    fresh = machine.probe(threads=[1], sizes=TINY, refresh=True)
+    assert fresh.gemv_gbs != first.gemv_gbs or fresh.sgemm_gflops != first.sgemm_gflops
+
+
+def test_cache_sizes_and_default_thread_counts() -> None:
+    assert machine._size_bytes("48K") == 48 << 10 and machine._size_bytes("32768K") == 32 << 20
+    assert machine._size_bytes("junk") == 0
+    assert machine.default_thread_counts(1) == [1]
+    assert machine.default_thread_counts(2) == [1, 2]
+    assert machine.default_thread_counts(12) == [1, 2, 4, 8, 12]
+    with pytest.raises(UsageError, match="kind"):
+        machine.stream_bandwidth("scale", 1 << 16)
+
+
+# --- scaling ---------------------------------------------------------------------------
+
+def test_thread_sweep_streams_points_through_the_callback() -> None:
+    seen: list[tuple[ScalingPoint, int, int]] = []
+    points = thread_sweep(tiny("tiny-ar"), tiny("tiny-llada"), [1], gen_length=8, prompt_tokens=8,
+                          decode_tokens=4, repeats=1, on_point=lambda p, i, n: seen.append((p, i, n)))
+    assert [(p.kind, i, n) for p, i, n in seen] == [(AR, 1, 2), (DIFFUSION, 2, 2)]
+    assert [p for p, _, _ in seen] == points
+    ar, diff = points
+    assert ar.threads == diff.threads == 1 and ar.scaling == diff.scaling == 1.0
+    assert ar.tokens == 1 and diff.tokens == 16
+    assert ar.tok_s == pytest.approx(1 / ar.seconds) and diff.tok_s == pytest.approx(8 / (16 * diff.seconds))
+    (row,) = scaling_rows(points)
+    assert row["threads"] == 1 and row["ar_scaling"] == 1.0 and row["diffusion_step_ms"] > 0
+
+
+def test_thread_sweep_refuses_bad_input() -> None:
+    with pytest.raises(UsageError, match="positive thread counts"):
+        thread_sweep(tiny("tiny-ar"), None, [0])
+    with pytest.raises(UsageError, match="an AR model, a diffusion model or both"):
+        thread_sweep(None, None, [1])
+
+
+# --- widgets ---------------------------------------------------------------------------
+
+def facts_for_widgets() -> machine.MachineFacts:
+    """Facts with made-up roofs (the widgets only draw them; nothing is measured here)."""
+    f = machine.describe(TINY)
+    f.sgemm_gflops, f.gemv_gbs = {1: 100.0, 2: 190.0}, {1: 30.0, 2: 45.0}
+    f.copy_gbs, f.triad_gbs = {1: 20.0, 2: 25.0}, {1: 18.0, 2: 24.0}
+    return f
+
+
+def test_plot_roofline_draws_roof_workloads_and_points() -> None:
+    from llmnb.widgets import figure_png, plot_roofline
+
+    roof = rl.Roof(100e9, 30e9, "test")
+    decode = rl.ar_decode(SMOLLM2, 4.0)
+    fig = plot_roofline(roof, [decode, rl.diffusion_step(SMOLLM2, 4.0, 64, 32)],
+                        [rl.place(decode, 3 * decode.seconds(roof), roof)])
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert len(ax.get_legend().get_texts()) == 2
+    assert any("33% of roof" in t.get_text() for t in ax.texts)
+    assert figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.figure import Figure
+    mine = Figure()
+    ax = mine.add_subplot()
+    assert plot_roofline(roof, ax=ax) is mine and ax.get_xscale() == "log"
+
+
+def test_plot_scaling_draws_both_curves_and_the_ideal() -> None:
+    from llmnb.widgets import plot_scaling
+
+    pts = [ScalingPoint(AR, 1, 0.03, 33.0, 1), ScalingPoint(DIFFUSION, 1, 0.3, 13.0, 96),
+           ScalingPoint(AR, 2, 0.02, 50.0, 1, 1.5), ScalingPoint(DIFFUSION, 2, 0.16, 25.0, 96, 1.9)]
+    fig = plot_scaling(pts, [1, 2])
+    speed, factor = fig.axes
+    assert len(speed.lines) == 2 and len(factor.lines) == 3
+    assert list(factor.lines[2].get_ydata()) == [1.0, 2.0]
+    from matplotlib.figure import Figure
+    mine = Figure()
+    left, right = mine.subplots(1, 2)
+    assert plot_scaling(pts, [1, 2], axes=(left, right)) is mine and len(right.lines) == 3
+
+
+def test_roofline_explorer_builds_and_redraws_on_b() -> None:
+    from llmnb.widgets import roofline_explorer
+
+    box = roofline_explorer(facts_for_widgets(), SMOLLM2)
+    assert "llmnb-roofline-explorer" in box._dom_classes
+    sliders = {w.description: w for w in box.children[0].children}
+    assert set(sliders) == {"B", "bytes/weight", "threads"}
+    image, text = box.children[1], box.children[2]
+    before, before_text = image.value, text.value
+    sliders["B"].value = 256
+    assert image.value != before and "B=256" in text.value and text.value != before_text
+
+
+def test_scaling_runner_builds_and_its_button_runs_a_sweep() -> None:
+    from llmnb.widgets import scaling_runner
+
+    box = scaling_runner(tiny("tiny-ar"), tiny("tiny-llada"), [1], gen_length=8, repeats=1)
+    assert "llmnb-scaling-runner" in box._dom_classes
+    button, progress, status = box.children[0].children
+    image = box.children[1]
+    before = image.value
+    button.click()
+    assert progress.value == progress.max == 2
+    assert status.value.startswith("2 of 2") and image.value != before
+    assert not button.disabled
+
+
+# --- llmnb bench -----------------------------------------------------------------------
+
+def test_bench_command_offers_every_registered_bench_and_all() -> None:
+    from llmnb.cli import build_parser
+    from llmnb.perf.bench import BENCHES
+
+    assert {"gguf", "quant", "ar", "diffusion", "scaling"} <= set(BENCHES)
+    parser = build_parser()
+    a = parser.parse_args(["bench", "scaling", "--json", "--threads", "1", "2"])
+    assert (a.what, a.json, a.threads) == ("scaling", True, [1, 2])
+    assert parser.parse_args(["bench"]).what == "all"
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args(["bench", "roofs"])
+    assert e.value.code == 2

@@ -1,0 +1,183 @@
+"""The README's benchmark section, from the output of `llmnb bench all --json`.
+
+    llmnb bench all --json > bench.json
+    python tools/bench_readme.py bench.json --plot docs/benchmarks.png > bench.md
+
+Prints markdown (the machine and its measured roofs, then one table per benchmark) and
+writes one figure: SmolLM2-135M's decode and diffusion steps placed on the 1-thread
+roofline, and thread scaling of both. Every number comes from the JSON; nothing is
+measured or typed in here. Sections it does not know are printed with all their columns.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+# Columns shown per known section (header, key, format); other keys are left to the JSON.
+COLUMNS: dict[str, list[tuple[str, str, str]]] = {
+    "gguf": [("model", "model", ""), ("llmnb s", "llmnb_s", ".3f"), ("gguf-py s", "gguf_py_s", ".3f"),
+             ("speed-up", "ratio", ".1f")],
+    "ar": [("threads", "threads", ""), ("prefill tok/s", "prefill_tok_s", ".0f"),
+           ("decode tok/s", "decode_tok_s", ".1f"), ("F32 roofline tok/s", "roofline_tok_s", ".1f"),
+           ("decode / roofline", "decode_vs_roofline", ".0%"), ("llama.cpp tg", "llama_cpp_tg", ".1f"),
+           ("tg ratio", "tg_ratio", ".2f")],
+    "diffusion": [("threads", "threads", ""), ("B", "B", ""), ("step ms", "step_ms", ".0f"),
+                  ("GFLOP/s", "gflops", ".1f"), ("MFU", "mfu", ".0%"),
+                  ("llama.cpp step ms", "llama_cpp_step_ms", ".0f"), ("step ratio", "step_ratio", ".2f")],
+    "scaling": [("threads", "threads", ""), ("AR decode tok/s", "ar_decode_tok_s", ".1f"),
+                ("AR scaling", "ar_scaling", ".2f"), ("diffusion step ms", "diffusion_step_ms", ".0f"),
+                ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
+                ("diffusion scaling", "diffusion_scaling", ".2f")],
+}
+TITLES = {
+    "gguf": "Opening a model file: llmnb's reader vs gguf-py's GGUFReader",
+    "quant": "Quantization kernels vs gguf-py (`gguf.quants`), 1 thread; speed-up = gguf-py time / llmnb time",
+    "ar": "AR generation, SmolLM2-135M (prompt 128, decode 32); roofline = GEMV bandwidth / F32 weight bytes",
+    "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked)",
+    "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
+}
+NOT_SECTIONS = {"command", "machine", "repeats"}
+AR_CONTEXT = 128 + 16          # bench ar: prompt 128, decode 32 -> keys seen by the middle token
+DIFF_PROMPT = 32
+
+
+def cell(v: Any, fmt: str) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) and fmt:
+        return format(v, fmt)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    if name == "quant":
+        return quant_table(rows)
+    cols = COLUMNS.get(name)
+    if cols is None:
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        cols = [(k, k, "") for k in keys]
+    cols = [c for c in cols if any(r.get(c[1]) is not None for r in rows)]   # drop absent peers
+    return table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
+
+
+def quant_table(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per type: dequantize and quantize speed-ups, llmnb's dequantize rate."""
+    by_type: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_type.setdefault(str(r["type"]), {})[str(r["op"])] = r
+    out = []
+    for t, ops in by_type.items():
+        d, q = ops.get("dequantize"), ops.get("quantize")
+        rate = d["n_elements"] / d["llmnb_s"] / 1e6 if d else None
+        out.append([t, cell(d and d.get("ratio"), ".1f"), cell(q and q.get("ratio"), ".1f"),
+                    cell(rate, ".0f")])
+    return table(["type", "dequantize speed-up", "quantize speed-up", "llmnb dequantize Melem/s"], out)
+
+
+def machine_lines(m: dict[str, Any], repeats: Any) -> list[str]:
+    blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')} kernel)"
+                     for b in m.get("blas", [])) or "unknown"
+    env = (f"OPENBLAS_CORETYPE={m.get('OPENBLAS_CORETYPE') or 'unset'}, "
+           f"OPENBLAS_L2_SIZE={m.get('OPENBLAS_L2_SIZE') or 'unset'}")
+    caches = ", ".join(f"{k} {v >> 10} KiB" for k, v in m.get("caches", {}).items())
+    lines = [f"Machine: {m['cpu']}, {m['physical_cores']} physical cores ({m['logical_cpus']} logical); "
+             f"caches {caches}; {blas}; {env}; Python {m['python']}, numpy {m['numpy']}, "
+             f"llmnb compiled: {m['compiled']}. Measured {m['measured_at']}; every figure is the "
+             f"median of {repeats} runs after a warm-up.", ""]
+    rows = [[t, cell(m["sgemm_gflops"][t], ".0f"), cell(m["gemv_gbs"][t], ".1f"),
+             cell(m["triad_gbs"][t], ".1f"), cell(m["copy_gbs"][t], ".1f"),
+             cell(m["sgemm_gflops"][t] / m["gemv_gbs"][t], ".1f")] for t in m["sgemm_gflops"]]
+    return lines + table(["threads", "sgemm GFLOP/s", "GEMV GB/s", "triad GB/s", "copy GB/s",
+                          "ridge FLOP/byte"], rows)
+
+
+def markdown(data: dict[str, Any], plot: Path | None) -> str:
+    cmd = data.get("command", "llmnb bench all")
+    out = ["## Benchmarks", "",
+           f"Produced by `{cmd} --json > bench.json` and `python tools/bench_readme.py bench.json`; "
+           "run both to reproduce on your machine.", ""]
+    out += machine_lines(data["machine"], data.get("repeats"))
+    for name, rows in data.items():
+        if name in NOT_SECTIONS or not isinstance(rows, list) or not rows:
+            continue
+        out += ["", f"### {name}: {TITLES.get(name, name)}", ""] + section_table(name, rows)
+    if plot is not None:
+        out += ["", f"![decode and diffusion steps on this machine's roofline; thread scaling]({plot.as_posix()})"]
+    return "\n".join(out) + "\n"
+
+
+def figure(data: dict[str, Any], path: Path) -> None:
+    """Top: the 1-thread roofline with decode and diffusion steps placed; bottom: scaling."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    import llmnb
+    from llmnb.perf import roofline as rl
+    from llmnb.perf.machine import facts_from_json
+    from llmnb.perf.scaling import AR, DIFFUSION, ScalingPoint
+    from llmnb.widgets import plot_roofline, plot_scaling
+
+    facts = facts_from_json(data["machine"])
+    fig = Figure(figsize=(9, 7.6), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.15, 1])
+    top = fig.add_subplot(grid[0, :])
+    roof = facts.roof(1)
+    placed, workloads = [], []
+    if llmnb.hub.is_pulled("smollm2-135m"):
+        config = llmnb.load("smollm2-135m").config       # shapes only: nothing is dequantized
+        decode = rl.ar_decode(config, 4.0, AR_CONTEXT)
+        workloads.append(decode)
+        placed += [rl.place(decode, 1 / r["decode_tok_s"], roof) for r in data.get("ar", [])
+                   if r["threads"] == 1]
+        for r in data.get("diffusion", []):
+            if r["threads"] == 1:
+                step = rl.diffusion_step(config, 4.0, r["B"], DIFF_PROMPT)
+                workloads.append(step)
+                placed.append(rl.place(step, r["step_ms"] / 1e3, roof))
+    plot_roofline(roof, workloads, placed, ax=top,
+                  title=f"SmolLM2-135M (float32 weights) on {facts.cpu}, 1 thread")
+    points = []
+    for r in data.get("scaling", []):
+        points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"], r["ar_decode_tok_s"], 1,
+                                   r["ar_scaling"]))
+        points.append(ScalingPoint(DIFFUSION, r["threads"], r["diffusion_step_ms"] / 1e3,
+                                   r["diffusion_tok_s"], DIFF_PROMPT + 64, r["diffusion_scaling"]))
+    plot_scaling(points, facts.threads, axes=(fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=72, format="png")
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("json", type=Path, help="the output of `llmnb bench all --json` (- for stdin)")
+    p.add_argument("--plot", type=Path, default=None, help="write the figure here (PNG)")
+    a = p.parse_args(argv)
+    text = sys.stdin.read() if str(a.json) == "-" else a.json.read_text()
+    try:
+        data = json.loads(text)
+        data["machine"]["sgemm_gflops"]
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"bench_readme: {a.json}: expected the JSON of `llmnb bench all --json` ({e})",
+              file=sys.stderr)
+        return 3
+    if a.plot is not None:
+        figure(data, a.plot)
+    sys.stdout.write(markdown(data, a.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
