@@ -15,7 +15,7 @@ MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test test-pure setup models mypy pytest bench clean
+.PHONY: lab test test-pure test-browser browser setup models mypy pytest bench clean
 
 # JupyterLab refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -23,7 +23,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup models
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
-test: setup models mypy pytest
+test: setup models mypy pytest test-browser
 
 setup: $(STAMP)
 
@@ -48,7 +48,19 @@ mypy: $(STAMP)
 # pytest runs from .venv/bin (not `python -m pytest`), so `import llmnb` finds the
 # installed compiled package rather than the source tree.
 pytest: $(STAMP)
-	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 $(BIN)/pytest -q tests notebooks $(NBVAL)
+	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 $(BIN)/pytest -q tests notebooks $(NBVAL) \
+		--ignore=tests/browser
+
+# The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
+# Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
+test-browser: setup models browser
+	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
+
+# Debian's chromium for the browser test: installed with apt-get when missing (needs root).
+browser:
+	@command -v chromium > /dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+		|| { echo "make test-browser: needs chromium on PATH (as root: apt-get install chromium)"; exit 1; }
 
 # Editable pure-Python install for development (edits take effect without rebuilding).
 test-pure: $(BIN)/python
