@@ -121,7 +121,10 @@ def llamacpp_checks(name: str, path: Path, bin_dir: Path) -> dict[str, Any]:
             cmd = [str(bin_dir / "llama-diffusion-cli"), "-m", str(path), "-p", prompt,
                    "-ub", ub, "-b", ub, "-c", "256", "--diffusion-steps", "16", *sched,
                    "-t", "1", "--temp", "0", "--no-log-timestamps", "--no-log-prefix"]
-            err = run(cmd).stderr
+            for _ in range(3):   # its logger thread can drop the last lines at exit under load
+                err = run(cmd).stderr
+                if "sampling time per step" in err:
+                    break
             text = err.split("sampling time per step", 1)[-1].split("\n", 1)[-1]
             ours = None
         entry = {"prompt": prompt, "llamacpp": text.strip(),
