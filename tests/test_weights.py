@@ -66,3 +66,27 @@ def test_a_model_that_fits_neither_way_is_refused_before_loading(monkeypatch: py
     with pytest.raises(MemoryPreflightError, match=r"does not fit in memory: streaming needs .* KiB, 9.8 KiB available") as e:
         llmnb.load(ORACLE / "llama_f32.gguf")
     assert e.value.exit_code == 5
+
+
+def test_the_refusal_comes_before_any_tensor_is_dequantized(monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmnb.model.weights as weights_module
+
+    def no_dequantize(*args: object, **kwargs: object) -> None:
+        raise AssertionError("dequantized before the preflight refused")
+
+    monkeypatch.setattr(weights_module, "dequantize", no_dequantize)
+    monkeypatch.setenv("LLMNB_MEMORY_LIMIT", "10000")
+    with pytest.raises(MemoryPreflightError, match=r"\(\d[\d,]* > 10,000 bytes; resident .*, "
+                                                   r"streaming \(one layer dequantized at a time\)"):
+        llmnb.load(ORACLE / "llama_f32.gguf")
+
+
+def test_resident_that_does_not_fit_names_the_streaming_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = llmnb.load(ORACLE / "llama_f32.gguf").plan   # what load asks for, KV cache included
+    monkeypatch.setenv("LLMNB_MEMORY_LIMIT", str(plan.streaming_bytes))
+    with pytest.raises(MemoryPreflightError) as e:
+        llmnb.load(ORACLE / "llama_f32.gguf", residency="resident")
+    needed, avail = plan.resident_bytes, plan.streaming_bytes
+    assert "resident needs" in str(e.value) and f"({needed:,} > {avail:,} bytes;" in str(e.value)
+    assert "residency='streaming' (one layer dequantized at a time) fits" in str(e.value)
+    assert llmnb.load(ORACLE / "llama_f32.gguf").plan.residency == "streaming"   # auto picks it

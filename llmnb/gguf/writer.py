@@ -7,6 +7,7 @@ folder, renamed into place only when complete).
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -47,9 +48,30 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as e:
+        if e.errno is None and tmp.exists():  # numpy's tofile: "N requested and M written"
+            raise short_write_error(tmp, target) from None
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def short_write_error(tmp: Path, target: Path) -> OSError:
+    """Why a write came up short (numpy reports no errno): one more byte appended to the
+    file gets the kernel's answer (ENOSPC, EDQUOT, EFBIG ...), named after `target`."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\0")
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return OSError(e.errno, e.strerror, str(target))
+    st = os.statvfs(tmp.parent)
+    if st.f_bavail * st.f_frsize < (1 << 20):   # the byte fitted in a last partial block
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    return OSError(errno.EIO, "a write came up short", str(target))
 
 
 def write_gguf(path: str | os.PathLike[str], arch: str, fields: Iterable[MetadataField],

@@ -62,7 +62,10 @@ class Model:
         if not isinstance(prompt, str):
             if chat:
                 raise UsageError("chat=True needs a text prompt, not token ids")
-            return [int(i) for i in prompt]
+            ids = [int(i) for i in prompt]
+            if ids:
+                self.check_ids(ids)   # an id outside the vocabulary: ModelError, not IndexError
+            return ids
         if chat:
             messages = ([{"role": "system", "content": system}] if system is not None else [])
             messages.append({"role": "user", "content": prompt})

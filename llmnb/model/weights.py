@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.errors import EXIT_RESOURCES
+from llmnb.errors import EXIT_RESOURCES, UsageError
 from llmnb.gguf.reader import GGUFFile
 from llmnb.model.config import ModelConfig, ModelError, tensor_shapes
 from llmnb.gguf.constants import type_name
@@ -190,7 +190,13 @@ def available_memory() -> int:
     """Bytes this process may still use: ``$LLMNB_MEMORY_LIMIT`` if set, else MemAvailable."""
     limit = os.environ.get("LLMNB_MEMORY_LIMIT")
     if limit:
-        return int(float(limit))
+        try:
+            n = float(limit)
+        except ValueError:
+            n = -1.0
+        if not 0 <= n < 2.0**63:
+            raise UsageError(f"LLMNB_MEMORY_LIMIT: expected a number of bytes, got {limit!r}")
+        return int(n)
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -228,8 +234,14 @@ def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
         raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
     needed = resident if choice == "resident" else streaming
     if needed > avail:
+        if choice == "resident" and streaming <= avail:
+            hint = (f"residency='streaming' (one layer dequantized at a time) fits: it needs "
+                    f"{format_bytes(streaming)}")
+        else:
+            hint = (f"resident {format_bytes(resident)}, streaming (one layer dequantized at a "
+                    f"time) {format_bytes(streaming)}")
         raise MemoryPreflightError(
             f"{f.path}: does not fit in memory: {choice} needs {format_bytes(needed)}, "
-            f"{format_bytes(avail)} available (resident {format_bytes(resident)}, "
-            f"streaming {format_bytes(streaming)})")
+            f"{format_bytes(avail)} available ({needed:,} > {avail:,} bytes; {hint}; "
+            "the limit is $LLMNB_MEMORY_LIMIT if set, else MemAvailable)")
     return ResidencyPlan(choice, needed, avail, resident, streaming)

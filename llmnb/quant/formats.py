@@ -33,7 +33,8 @@ class QuantFormat:
     def __init__(self, ggml_type: int, dequant_kernel: DequantKernel | None = None,
                  quant_kernel: QuantKernel | None = None,
                  dequant_flat: Callable[[U8], F32] | None = None,
-                 quant_flat: Callable[[F32], U8] | None = None) -> None:
+                 quant_flat: Callable[[F32], U8] | None = None,
+                 scale_offsets: tuple[int, ...] = ()) -> None:
         self.ggml_type = ggml_type
         self.name = type_name(ggml_type)
         self.block_size, self.type_size = GGML_BLOCK_SIZES[ggml_type]
@@ -41,6 +42,7 @@ class QuantFormat:
         self.quant_kernel = quant_kernel
         self.dequant_flat = dequant_flat     # one-element "blocks" (F32, F16, BF16)
         self.quant_flat = quant_flat
+        self.scale_offsets = scale_offsets   # byte offsets of the float16 scales in a block
 
     @property
     def bits_per_weight(self) -> float:
@@ -63,16 +65,24 @@ FORMATS: dict[int, QuantFormat] = {
                     quant_flat=float_types.quantize_f16),
         QuantFormat(GGMLType.BF16, dequant_flat=float_types.dequantize_bf16,
                     quant_flat=float_types.quantize_bf16),
-        QuantFormat(GGMLType.Q4_0, legacy_dequant.q4_0_kernel, legacy_quant.q4_0_kernel),
-        QuantFormat(GGMLType.Q4_1, legacy_dequant.q4_1_kernel, legacy_quant.q4_1_kernel),
-        QuantFormat(GGMLType.Q5_0, legacy_dequant.q5_0_kernel, legacy_quant.q5_0_kernel),
-        QuantFormat(GGMLType.Q5_1, legacy_dequant.q5_1_kernel, legacy_quant.q5_1_kernel),
-        QuantFormat(GGMLType.Q8_0, legacy_dequant.q8_0_kernel, legacy_quant.q8_0_kernel),
-        QuantFormat(GGMLType.Q2_K, kquants_dequant.q2_k_kernel),
-        QuantFormat(GGMLType.Q3_K, kquants_dequant.q3_k_kernel),
-        QuantFormat(GGMLType.Q4_K, kquants_dequant.q4_k_kernel, kquants_quant.q4_k_kernel),
-        QuantFormat(GGMLType.Q5_K, kquants_dequant.q5_k_kernel, kquants_quant.q5_k_kernel),
-        QuantFormat(GGMLType.Q6_K, kquants_dequant.q6_k_kernel, kquants_quant.q6_k_kernel),
+        QuantFormat(GGMLType.Q4_0, legacy_dequant.q4_0_kernel, legacy_quant.q4_0_kernel,
+                    scale_offsets=(0,)),
+        QuantFormat(GGMLType.Q4_1, legacy_dequant.q4_1_kernel, legacy_quant.q4_1_kernel,
+                    scale_offsets=(0, 2)),
+        QuantFormat(GGMLType.Q5_0, legacy_dequant.q5_0_kernel, legacy_quant.q5_0_kernel,
+                    scale_offsets=(0,)),
+        QuantFormat(GGMLType.Q5_1, legacy_dequant.q5_1_kernel, legacy_quant.q5_1_kernel,
+                    scale_offsets=(0, 2)),
+        QuantFormat(GGMLType.Q8_0, legacy_dequant.q8_0_kernel, legacy_quant.q8_0_kernel,
+                    scale_offsets=(0,)),
+        QuantFormat(GGMLType.Q2_K, kquants_dequant.q2_k_kernel, scale_offsets=(80, 82)),
+        QuantFormat(GGMLType.Q3_K, kquants_dequant.q3_k_kernel, scale_offsets=(108,)),
+        QuantFormat(GGMLType.Q4_K, kquants_dequant.q4_k_kernel, kquants_quant.q4_k_kernel,
+                    scale_offsets=(0, 2)),
+        QuantFormat(GGMLType.Q5_K, kquants_dequant.q5_k_kernel, kquants_quant.q5_k_kernel,
+                    scale_offsets=(0, 2)),
+        QuantFormat(GGMLType.Q6_K, kquants_dequant.q6_k_kernel, kquants_quant.q6_k_kernel,
+                    scale_offsets=(208,)),
     ]
 }
 
@@ -107,8 +117,9 @@ def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequen
     """Raw ggml bytes of one tensor -> float32 array of `shape` (numpy order, rows last).
 
     `raw` is any uint8 array (a memory-mapped view is fine) holding exactly the bytes of
-    `shape` in `ggml_type`. Non-finite scales follow IEEE arithmetic (NaN/Inf propagate),
-    exactly as in ggml and gguf-py. F32 returns a view of `raw`."""
+    `shape` in `ggml_type`. NaN, Inf and subnormal scales follow IEEE arithmetic silently
+    (NaN/Inf propagate, Inf x 0 is NaN), exactly as in ggml and gguf-py: no warning, no
+    error. F32 returns a view of `raw`."""
     fmt = format_of(ggml_type, "dequantize")
     dims = tuple(int(s) for s in shape)
     n = 1
@@ -131,14 +142,19 @@ def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequen
         return fmt.dequant_flat(flat).reshape(dims)
     assert fmt.dequant_kernel is not None
     blocks = flat.reshape(-1, fmt.type_size)                          # (n_blocks, type_size)
-    return dequantize_blocks(fmt.dequant_kernel, blocks, fmt.block_size).reshape(dims)
+    with np.errstate(invalid="ignore", over="ignore"):  # a file's NaN/Inf scale: IEEE, silent
+        out = dequantize_blocks(fmt.dequant_kernel, blocks, fmt.block_size)
+    return out.reshape(dims)
 
 
 def quantize(x: npt.NDArray[np.generic], ggml_type: int | str) -> U8:
     """float array -> raw ggml bytes (uint8, shape (*x.shape[:-1], row bytes)).
 
-    Rows (the last axis) must be a multiple of the block size, and the values finite
-    (ggml's quantizers have no defined result for NaN/Inf)."""
+    Rows (the last axis) must be a multiple of the block size. Block formats refuse NaN/Inf
+    (ggml's quantizers have no defined result for them) and values so large that a block's
+    float16 scale would overflow (ggml writes an Inf scale: the block decodes to Inf/NaN);
+    subnormal and tiny values give a zero scale and decode to zeros, as in ggml. F32, F16
+    and BF16 convert each value by IEEE rules (NaN stays NaN, F16 overflow becomes Inf)."""
     fmt = format_of(ggml_type, "quantize")
     data = np.ascontiguousarray(x, dtype=np.float32)
     shape = data.shape if data.ndim else (1,)
@@ -147,10 +163,20 @@ def quantize(x: npt.NDArray[np.generic], ggml_type: int | str) -> U8:
                          f"{shape[-1]} must be a multiple of {fmt.block_size}")
     row_bytes = shape[-1] // fmt.block_size * fmt.type_size
     if fmt.quant_flat is not None:
-        return fmt.quant_flat(data).reshape(*shape[:-1], row_bytes)
+        with np.errstate(over="ignore"):  # F16: beyond 65504 becomes Inf, by IEEE rules
+            return fmt.quant_flat(data).reshape(*shape[:-1], row_bytes)
     if not bool(np.isfinite(data).all()):
         raise QuantError(f"cannot quantize to {fmt.name}: the input holds NaN or Inf")
     assert fmt.quant_kernel is not None
     blocks = data.reshape(-1, fmt.block_size)                         # (n_blocks, block_size)
-    raw = quantize_blocks(fmt.quant_kernel, blocks, fmt.block_size, fmt.type_size)
+    with np.errstate(all="ignore"):  # tiny values overflow 1/d, as in ggml; the scale is 0
+        raw = quantize_blocks(fmt.quant_kernel, blocks, fmt.block_size, fmt.type_size)
+    for off in fmt.scale_offsets:
+        exponent = raw[:, off + 1] & 0x7C                             # (n_blocks,) f16 exponent bits
+        bad = np.flatnonzero(exponent == 0x7C)
+        if bad.size:
+            i = int(bad[0])
+            top = float(np.abs(blocks[i]).max())
+            raise QuantError(f"cannot quantize to {fmt.name}: block {i} (values up to {top:.4g} in "
+                             "magnitude) needs a scale beyond float16's range (65504)")
     return raw.reshape(*shape[:-1], row_bytes)

@@ -6,7 +6,10 @@ template comes from a file and may be hostile: attribute walks such as ``__class
 mutation of the inputs are refused) with ``trim_blocks`` and ``lstrip_blocks`` on, the
 ``loopcontrols`` extension, a ``tojson`` filter that keeps non-ASCII text, and the globals
 ``raise_exception`` and ``strftime_now``. The variables are ``messages``,
-``add_generation_prompt``, ``bos_token``, ``eos_token`` and any extra keyword.
+``add_generation_prompt``, ``bos_token``, ``eos_token`` and any extra keyword. The sandbox
+does not bound time or memory, so ``llmnb.tokenizer.sandbox`` adds limits (``SandboxLimits``:
+wall time, loop iterations, string/list/output length, integer size); a template beyond them is
+refused.
 
 Built-in templates (the models' own, from their ``tokenizer_config.json``) are used when a
 file has none, e.g. diffuse-cpp's GGUFs, which carry no tokenizer at all.
@@ -23,6 +26,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmnb.tokenizer.errors import TokenizerError
+from llmnb.tokenizer.sandbox import SandboxLimits, bound_environment, compile_bounded, render_bounded
 
 # Plain ChatML (<|im_start|>role\ncontent<|im_end|>\n), no default system prompt.
 CHATML: Final = (
@@ -102,12 +106,14 @@ def strftime_now(fmt: str) -> str:
 
 def make_environment() -> ImmutableSandboxedEnvironment:
     """The Jinja environment transformers uses for chat templates (minus its
-    ``{% generation %}`` tag, which only marks assistant spans for training masks)."""
+    ``{% generation %}`` tag, which only marks assistant spans for training masks), with
+    llmnb's resource guards installed (``sandbox.bound_environment``)."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    bound_environment(env)
     return env
 
 
@@ -124,7 +130,7 @@ def compile_template(template: str, source: str = "chat template") -> jinja2.Tem
     if _ENV is None:
         _ENV = make_environment()
     try:
-        compiled = _ENV.from_string(template)
+        compiled = compile_bounded(_ENV, template)
     except jinja2.TemplateSyntaxError as e:
         raise TokenizerError(source, "tokenizer.chat_template",
                              f"valid Jinja; syntax error at template line {e.lineno}: {e.message}"
@@ -135,11 +141,13 @@ def compile_template(template: str, source: str = "chat template") -> jinja2.Tem
 
 def render_chat(template: str, messages: Sequence[Mapping[str, object]],
                 add_generation_prompt: bool = True, *, bos_token: str = "", eos_token: str = "",
-                source: str = "chat template", **extra: object) -> str:
+                source: str = "chat template", limits: SandboxLimits | None = None,
+                **extra: object) -> str:
     """Render ``messages`` (dicts with ``role`` and ``content``) with the Jinja ``template``.
 
-    Template errors — syntax, a sandbox violation, ``raise_exception``, an undefined
-    variable used wrongly — raise ``TokenizerError`` naming ``source``.
+    Template errors — syntax, a sandbox violation, a resource limit (``limits``, default
+    ``SandboxLimits()``), ``raise_exception``, an undefined variable used wrongly, deep
+    recursion — raise ``TokenizerError`` naming ``source``.
     """
     compiled = compile_template(template, source)
     context: dict[str, object] = dict(extra)
@@ -148,13 +156,23 @@ def render_chat(template: str, messages: Sequence[Mapping[str, object]],
     context["bos_token"] = bos_token
     context["eos_token"] = eos_token
     try:
-        text: str = compiled.render(context)
+        text = render_bounded(compiled, context, limits)
     except jinja2.exceptions.SecurityError as e:
         raise TokenizerError(source, "tokenizer.chat_template",
                              f"a template the sandbox allows; it refused: {e}") from None
-    except (jinja2.TemplateError, TypeError, ValueError) as e:
-        # TemplateError covers raise_exception() and undefined variables; TypeError a message
-        # field of the wrong type (e.g. content None added to a str).
+    except RecursionError:
         raise TokenizerError(source, "tokenizer.chat_template",
-                             f"a template that renders these messages; it raised: {e}") from None
+                             "a template that renders these messages; it recursed too deeply"
+                             ) from None
+    except MemoryError:
+        raise TokenizerError(source, "tokenizer.chat_template",
+                             "a template that renders these messages; it ran out of memory"
+                             ) from None
+    except Exception as e:  # noqa: BLE001 - the template is untrusted code: any failure is its own
+        # TemplateError covers raise_exception() and undefined variables; TypeError a message
+        # field of the wrong type (e.g. content None added to a str); OverflowError a range
+        # beyond the sandbox's 100,000 items.
+        raise TokenizerError(source, "tokenizer.chat_template",
+                             f"a template that renders these messages; it raised "
+                             f"{type(e).__name__}: {e}") from None
     return text
