@@ -7,6 +7,7 @@ gets one line on stderr and a non-zero exit code (see EXIT_CODES); a traceback o
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 
 from llmnb.errors import (
     EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_RESOURCES, EXIT_USAGE,
-    LLMNBError,
+    LLMNBError, UsageError,
 )
 
 EXIT_CODES = f"""exit codes:
@@ -23,9 +24,15 @@ EXIT_CODES = f"""exit codes:
   {EXIT_ERROR}    internal error (a bug; rerun with --debug for the traceback)
   {EXIT_USAGE}    usage: bad flags or argument values
   {EXIT_INPUT}    input file: missing, unreadable, not a GGUF, truncated or malformed
-  {EXIT_MODEL}    model/format: a valid file llmnb cannot run (architecture, tensor type, tokenizer)
-  {EXIT_RESOURCES}    resources: not enough memory or disk, model not pulled, download failed
+  {EXIT_MODEL}    model/format: a valid file llmnb cannot run (architecture, tensor type, tokenizer,
+       chat template), or a prompt longer than the model's context
+  {EXIT_RESOURCES}    resources: not enough memory, no space to write (disk full, file too large),
+       model not pulled, download or checksum failed
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+# errno values that mean "no room to write": ENOSPC, EDQUOT, EFBIG (over RLIMIT_FSIZE or the
+# file system's largest file)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 # C0 and C1 control characters other than newline and tab, as visible escapes
 _CONTROL = {c: f"\\x{c:02x}" for c in list(range(0x00, 0x20)) + list(range(0x7F, 0xA0))
@@ -35,6 +42,15 @@ _CONTROL = {c: f"\\x{c:02x}" for c in list(range(0x00, 0x20)) + list(range(0x7F,
 def safe_text(text: str) -> str:
     """Neutralise terminal control sequences (ESC, BEL, CR, ...) in text from a model file."""
     return text.translate(_CONTROL)
+
+
+# json.dumps escapes C0 controls itself; DEL and the C1 block (U+009B is CSI) it leaves raw
+_JSON_CONTROL = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def json_text(obj: object) -> str:
+    """One JSON document: non-ASCII text kept readable, no raw control character."""
+    return json.dumps(obj, ensure_ascii=False).translate(_JSON_CONTROL)
 
 
 def _progress_bar(desc: str, unit: str = "B") -> Callable[[int, int], None]:
@@ -75,8 +91,8 @@ def cmd_tokenize(a: argparse.Namespace) -> int:
     tok = load(a.model, tokenizer=a.tokenizer).tokenizer
     ids = tok.encode(a.text, special=a.special)
     if a.json:
-        print(json.dumps({"text": a.text, "ids": ids,
-                          "tokens": [tok.token_text(i) for i in ids]}, ensure_ascii=False))
+        print(json_text({"text": a.text, "ids": ids,
+                         "tokens": [tok.token_text(i) for i in ids]}))
     else:
         for i in ids:
             print(f"{i}\t{safe_text(repr(tok.token_text(i)))}")
@@ -92,28 +108,73 @@ def _sampler(a: argparse.Namespace) -> object:
     return Sampler(temperature=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed)
 
 
+def _kv_args(a: argparse.Namespace) -> dict[str, Any]:
+    """The --kv-* flags as keyword arguments of generate / perplexity, checked before any work
+    (none without --kv-budget)."""
+    from llmnb.ar.kv_eviction import check_budget
+
+    if a.kv_budget is None:
+        for flag in ("recent", "sinks", "policy", "scope"):
+            if getattr(a, "kv_" + flag) is not None:
+                raise UsageError(f"--kv-{flag}: expected --kv-budget N as well")
+        return {}
+    kw: dict[str, Any] = {"kv_budget": a.kv_budget, "kv_recent": a.kv_recent,
+                          "kv_sinks": 4 if a.kv_sinks is None else a.kv_sinks,
+                          "kv_policy": a.kv_policy or "initial_key", "kv_scope": a.kv_scope or "layer"}
+    check_budget(kw["kv_budget"], kw["kv_recent"], kw["kv_sinks"], kw["kv_policy"], kw["kv_scope"])
+    return kw
+
+
+def _spec_note(spec: dict[str, Any]) -> str:
+    if not spec:
+        return ""
+    acc = ", ".join(f"{k} {v:.0%}" for k, v in spec["acceptance"].items())
+    return (f" | speculative: {spec['tokens_per_forward']:.2f} tokens per target forward, "
+            f"{spec['verified_rounds']}/{spec['rounds']} rounds verified, accepted {acc}")
+
+
+def _kv_note(kw: dict[str, Any]) -> str:
+    return f" | kv budget {kw['kv_budget']} ({kw['kv_policy']}, {kw['kv_scope']})" if kw else ""
+
+
 def cmd_generate(a: argparse.Namespace) -> int:
     from llmnb.ar import Sampler, generate
     from llmnb.model import load
     from llmnb.perf.threads import threads
 
+    kv = _kv_args(a)
+    if a.spec_k is not None and not a.spec:
+        raise UsageError("--spec-k: expected --spec DRAFT as well")
+    if a.spec and kv:
+        raise UsageError("--spec: speculative decoding keeps the full KV cache; drop --kv-budget")
+    spec: dict[str, object] = {}
     with threads(a.threads):
         model = load(a.model, tokenizer=a.tokenizer)
         sampler = _sampler(a)
         assert isinstance(sampler, Sampler)
         stream = None if a.json else _stream_out(a.raw)
-        r = generate(model, a.prompt, max_new_tokens=a.n, sampler=sampler, chat=a.chat,
-                     system=a.system, stop=a.stop or (), on_text=stream)
-    s = r.stats
+        if a.spec:
+            from llmnb.ar.speculative import generate_speculative
+
+            sr = generate_speculative(model, a.prompt, a.spec, max_new_tokens=a.n, sampler=sampler,
+                                      k=4 if a.spec_k is None else a.spec_k, chat=a.chat,
+                                      system=a.system, stop=a.stop or (), on_text=stream)
+            spec = sr.spec_json()
+            ids, tokens, text, stop_reason, s = (sr.prompt_ids, sr.tokens, sr.text,
+                                                 sr.stop_reason, sr.stats)
+        else:
+            r = generate(model, a.prompt, max_new_tokens=a.n, sampler=sampler, chat=a.chat,
+                         system=a.system, stop=a.stop or (), on_text=stream, **kv)
+            ids, tokens, text, stop_reason, s = r.prompt_ids, r.tokens, r.text, r.stop_reason, r.stats
     if a.json:
-        print(json.dumps({"prompt": a.prompt, "prompt_ids": r.prompt_ids, "ids": r.tokens,
-                          "text": r.text, "stop_reason": r.stop_reason, "stats": s.to_json()},
-                         ensure_ascii=False))
+        print(json_text({"prompt": a.prompt, "prompt_ids": ids, "ids": tokens, "text": text,
+                         "stop_reason": stop_reason, "stats": s.to_json()}
+                        | ({"spec": spec} if spec else {})))
     else:
         print(flush=True)
     print(f"[{s.prompt_tokens} prompt tokens, prefill {s.prefill_tok_s:.1f} tok/s | "
-          f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {r.stop_reason} | "
-          f"{a.threads} thread(s)]", file=sys.stderr)
+          f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {stop_reason} | "
+          f"{a.threads} thread(s){_kv_note(kv)}{_spec_note(spec)}]", file=sys.stderr)
     return EXIT_OK
 
 
@@ -147,9 +208,9 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                     cache_policy=a.cache_policy, chat=a.chat, system=a.system, seed=a.seed)
     s = r.stats
     if a.json:
-        print(json.dumps({"prompt": a.prompt if a.tokens is None else None,
-                          "prompt_ids": r.prompt_ids, "ids": r.tokens, "text": r.text,
-                          "steps_taken": r.steps_taken, "stats": s.to_json()}, ensure_ascii=False))
+        print(json_text({"prompt": a.prompt if a.tokens is None else None,
+                         "prompt_ids": r.prompt_ids, "ids": r.tokens, "text": r.text,
+                         "steps_taken": r.steps_taken, "stats": s.to_json()}))
     else:
         print(r.text if a.raw else safe_text(r.text))
     print(f"[{r.steps_taken} steps, {s.seconds:.2f} s | {s.tok_s:.1f} tok/s over all {s.gen_length} "
@@ -170,10 +231,11 @@ def cmd_perplexity(a: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as e:
         print(f"llmnb: error: {a.file}: expected a readable UTF-8 text file ({e})", file=sys.stderr)
         return EXIT_INPUT
+    kv = _kv_args(a)
     with threads(a.threads):
         model = load(a.model, tokenizer=a.tokenizer)
         r = perplexity(model, text, ctx=a.ctx, rule=a.rule, max_chunks=a.chunks,
-                       progress=_progress_bar("perplexity", unit="window"))
+                       progress=_progress_bar("perplexity", unit="window"), **kv)
     if a.json:
         print(json.dumps({"ppl": r.ppl, "nll": r.nll, "n_scored": r.n_scored,
                           "n_chunks": r.n_chunks, "ctx": r.ctx, "rule": r.rule,
@@ -181,14 +243,16 @@ def cmd_perplexity(a: argparse.Namespace) -> int:
     else:
         print(f"{r.ppl:.4f}")
     print(f"[ppl {r.ppl:.4f} over {r.n_scored} scored tokens in {r.n_chunks} windows of {r.ctx} "
-          f"({r.rule} rule)]", file=sys.stderr)
+          f"({r.rule} rule){_kv_note(kv)}]", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_quantize(a: argparse.Namespace) -> int:
     from llmnb.hub import resolve
-    from llmnb.quant.gguf_file import quantize_file
+    from llmnb.quant.gguf_file import FILE_TYPES, quantize_file
 
+    if a.type not in FILE_TYPES:
+        raise UsageError(f"TYPE: expected one of {', '.join(FILE_TYPES)}, got {a.type!r}")
     quantize_file(resolve(a.input), a.output, a.type,
                   progress=_progress_bar("quantize", unit="tensor"))
     print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes)", file=sys.stderr)
@@ -273,6 +337,21 @@ def _probability(s: str) -> float:
     return v
 
 
+def _add_kv_flags(s: argparse.ArgumentParser) -> None:
+    g = s.add_argument_group("selective KV cache (Initial-Key Cache; StreamingLLM and H2O baselines)")
+    g.add_argument("--kv-budget", type=_positive_int, metavar="N",
+                   help="hold at most N positions in the KV cache (default: every position)")
+    g.add_argument("--kv-recent", type=_non_negative_int, metavar="N",
+                   help="always keep the N latest positions (default: (budget - sinks) / 2)")
+    g.add_argument("--kv-sinks", type=_non_negative_int, metavar="N",
+                   help="always keep the first N positions, the attention sinks (4)")
+    g.add_argument("--kv-policy", choices=["initial_key", "h2o", "streaming"],
+                   help="how the rest is chosen: initial_key (Score Sum of the last attention "
+                        "rows, default), h2o (accumulated attention), streaming (all recent)")
+    g.add_argument("--kv-scope", choices=["layer", "global"],
+                   help="score and keep per layer (default) or one set for every layer")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
@@ -313,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true",
                    help="print one JSON object (prompt, ids, text, stats) instead of streaming")
+    _add_kv_flags(s)
+    s.add_argument("--spec", action="append", metavar="DRAFT",
+                   help="speculative decoding with this drafter: a model path or hub name with the "
+                        "same tokenizer (e.g. a quantized copy), self:N (the first N layers), or "
+                        "lookup (prompt lookup); repeatable, all verified in one batch")
+    s.add_argument("--spec-k", type=_positive_int, default=None, metavar="N",
+                   help="initial draft length per drafter (4; adapted per round)")
     s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("diffuse", help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")
@@ -364,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_positive_int, default=1)
     s.add_argument("--tokenizer", metavar="PATH")
     s.add_argument("--json", action="store_true")
+    _add_kv_flags(s)
     s.set_defaults(func=cmd_perplexity)
 
     s = sub.add_parser("quantize", help="write a quantized copy of a GGUF (e.g. Q4_K_M, Q8_0)")
@@ -393,12 +480,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_models)
 
-    s = sub.add_parser("bench", help="measure llmnb against its oracles and peers (ratios)")
-    s.add_argument("what", choices=["gguf", "quant", "ar", "diffusion", "all"], nargs="?",
-                   default="all")
+    from llmnb.perf.bench import BENCHES
+
+    s = sub.add_parser("bench", help="measure llmnb against its oracles and peers (ratios); "
+                       "this machine's facts and roofs first")
+    s.add_argument("what", choices=[*BENCHES, "all"], nargs="?", default="all",
+                   help="one benchmark, or all of them (default)")
     s.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median is kept)")
     s.add_argument("--threads", type=_positive_int, nargs="+", default=None, metavar="N",
-                   help="thread counts to measure (default: 1 2)")
+                   help="thread counts to measure (default: 1, 2, 4 ... up to the physical "
+                        "cores, and their count)")
     s.add_argument("--peer", metavar="PATH",
                    help="a local llama.cpp build folder (or its llama-bench) to compare against")
     s.add_argument("--json", action="store_true")
@@ -411,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(argv)  # exits 2 with a usage message on bad flags
     try:
         code: int = a.func(a)
+        sys.stdout.flush()  # a full disk under stdout fails here, not at exit with a traceback
         return code
     except KeyboardInterrupt:
         print("llmnb: interrupted", file=sys.stderr)
@@ -431,8 +523,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         if a.debug:
             raise
-        print(f"llmnb: error: {safe_text(str(e))}", file=sys.stderr)
-        return EXIT_RESOURCES if e.errno in (28, 122) else EXIT_INPUT  # ENOSPC, EDQUOT
+        where = f"{e.filename}: " if e.filename else "writing output: " if e.errno in _NO_SPACE else ""
+        print(f"llmnb: error: {safe_text(where + (e.strerror or str(e)))}", file=sys.stderr)
+        if e.errno not in _NO_SPACE:
+            return EXIT_INPUT
+        if e.filename is None:  # stdout: drop what it still buffers, or exiting fails on it again
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+        return EXIT_RESOURCES
     except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
         if a.debug:
             raise

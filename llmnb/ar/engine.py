@@ -9,6 +9,10 @@ and fills the KV cache; each decode step feeds one token (matrix-vector work, bo
 fast the weights stream from memory). Generation stops on an end-of-generation token
 ("eos"), after max_new_tokens ("max_tokens"), when the context is full ("context_full") or
 when the text produced ends with a stop string ("stop_string").
+
+With a KV budget (``kv_budget=``, ``llmnb.ar.kv_eviction``) the cache holds at most that many
+positions between steps, evicting by the chosen policy; a prompt longer than the cache's
+free slots is prefilled in pieces that fit.
 """
 from __future__ import annotations
 
@@ -16,11 +20,13 @@ import codecs
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
 
 from llmnb.ar.kv_cache import KVCache
+from llmnb.ar.kv_eviction import EvictingKVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
@@ -64,13 +70,14 @@ class GenerationResult:
 class Generator:
     """One generation's runtime: KV cache, sampler and state (see module docstring)."""
 
-    def __init__(self, model: Model, sampler: Sampler, capacity: int) -> None:
+    def __init__(self, model: Model, sampler: Sampler, capacity: int,
+                 cache: KVCache | None = None) -> None:
         if capacity > model.config.n_ctx:
             capacity = model.config.n_ctx
         self.model = model
         self.sampler = sampler
         self.transformer = model.transformer     # weights are ready before anything is timed
-        self.cache = KVCache(model.config, capacity)
+        self.cache = KVCache(model.config, capacity) if cache is None else cache
         self.state = LOADED
         self.stop_reason = ""
         self.logits: npt.NDArray[np.float32] | None = None   # (vocab,) after the last token
@@ -91,7 +98,14 @@ class Generator:
                              f"context of {self.cache.capacity} (the model's is "
                              f"{self.model.config.n_ctx})")
         t0 = time.perf_counter()
-        self._forward(ids)
+        if isinstance(self.cache, EvictingKVCache):     # pieces that fit its slots
+            done = 0
+            while done < len(ids):
+                n = min(len(ids) - done, self.cache.room)
+                self._forward(ids[done:done + n])
+                done += n
+        else:
+            self._forward(ids)
         self.stats.prefill_s = time.perf_counter() - t0
         self.stats.prompt_tokens = len(ids)
         self.state = PREFILLED
@@ -127,8 +141,15 @@ def _hold_back(text: str, stops: Sequence[str]) -> int:
 
 def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 128,
              sampler: Sampler | None = None, chat: bool = False, system: str | None = None,
-             stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None) -> GenerationResult:
+             stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None,
+             kv_budget: SupportsIndex | None = None, kv_recent: SupportsIndex | None = None,
+             kv_sinks: SupportsIndex = 4,
+             kv_policy: str = "initial_key", kv_scope: str = "layer") -> GenerationResult:
     """Generate up to `max_new_tokens` after `prompt` (``llmnb.generate``).
+
+    `kv_budget` caps the KV cache at that many positions (``EvictingKVCache``: `kv_sinks`
+    initial positions, the `kv_recent` latest, the rest by `kv_policy` "initial_key", "h2o" or
+    "streaming", scored per layer or with `kv_scope` "global"); None keeps every position.
 
     `on_text` receives the new text as it becomes final: token bytes go through an
     incremental UTF-8 decoder (a character split across tokens waits for its last byte) and
@@ -138,7 +159,10 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
         raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
     sampler = sampler if sampler is not None else Greedy()
     ids = model.prompt_ids(prompt, chat, system)
-    g = Generator(model, sampler, capacity=len(ids) + max_new_tokens)
+    capacity = min(len(ids) + max_new_tokens, model.config.n_ctx)
+    cache = None if kv_budget is None else EvictingKVCache(
+        model.config, capacity, kv_budget, kv_recent, kv_sinks, kv_policy, kv_scope)
+    g = Generator(model, sampler, capacity=capacity, cache=cache)
     g.prefill(ids)
     tok = model.tokenizer
     eog = set(tok.eog_ids)

@@ -52,6 +52,15 @@ class KVCache:
         self.length = length
         self._pending = 0
 
+    def move(self, src: int, dst: int, n: int) -> None:
+        """Copy the `n` positions at src.. to dst.. in every layer (speculative decoding moves
+        the accepted draft branch next to the prefix it extends, then truncates the rest)."""
+        if not (0 <= dst and 0 <= src and n >= 0 and max(src, dst) + n <= self.length):
+            raise ModelError(f"kv cache: cannot move {n} positions from {src} to {dst} "
+                             f"(length {self.length})")
+        self.k[:, :, dst:dst + n] = self.k[:, :, src:src + n]   # numpy copies overlapping spans safely
+        self.v[:, :, dst:dst + n] = self.v[:, :, src:src + n]
+
     @property
     def nbytes(self) -> int:
         return int(self.k.nbytes + self.v.nbytes)

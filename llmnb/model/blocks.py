@@ -80,8 +80,14 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     q: (n_head, T, hd); k, v: (n_kv, S, hd) with n_head a multiple of n_kv (each group of
     n_head/n_kv query heads shares one key/value head). Query t sits at absolute position
     q_offset + t; with `causal` it sees keys 0 .. q_offset + t. `key_mask` (S,) False hides
-    a key from every query (padding). Returns (T, n_head * hd).
+    a key from every query (padding); a (T, S) mask hides it per query. Returns (T, n_head * hd).
     """
+    return attend(attention_weights(q, k, causal, q_offset, key_mask), v)
+
+
+def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
+                      key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
+    """The first half of ``attention``: softmax(q k^T / sqrt(hd)), (n_kv, group, T, S)."""
     n_head, t, hd = q.shape
     n_kv, s, _ = k.shape
     group = n_head // n_kv
@@ -92,14 +98,22 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     if causal and not (t == 1 and q_offset == s - 1):   # one newest query sees every key
         allowed = np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]   # (T, S)
         scores = np.where(allowed, scores, np.float32(-np.inf))
-    if key_mask is not None:
-        scores = np.where(key_mask[None, None, None, :], scores, np.float32(-np.inf))
+    if key_mask is not None:   # (S,) for every query, or (T, S) per query (speculative branches)
+        m = key_mask[None, None, None, :] if key_mask.ndim == 1 else key_mask[None, None, :, :]
+        scores = np.where(m, scores, np.float32(-np.inf))
     scores -= scores.max(axis=-1, keepdims=True)
-    probs = np.exp(scores, out=scores)
+    probs: F32 = np.exp(scores, out=scores)
     probs /= probs.sum(axis=-1, keepdims=True)                # (n_kv, g, T, S)
+    return probs
+
+
+def attend(probs: F32, v: F32) -> F32:
+    """The second half of ``attention``: the weighted sum of values, (T, n_head * hd)."""
+    n_kv, group, t, s = probs.shape
+    hd = v.shape[2]
     out = np.matmul(probs.reshape(n_kv, group * t, s), v)     # (n_kv, g*T, hd)
-    out = out.reshape(n_head, t, hd).transpose(1, 0, 2)       # (T, n_head, hd)
-    return np.ascontiguousarray(out).reshape(t, n_head * hd)
+    out = out.reshape(n_kv * group, t, hd).transpose(1, 0, 2)  # (T, n_head, hd)
+    return np.ascontiguousarray(out).reshape(t, n_kv * group * hd)
 
 
 def silu(x: F32) -> F32:

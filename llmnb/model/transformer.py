@@ -14,16 +14,25 @@ The KV cache is anything with ``update(layer, k, v) -> (k_all, v_all)`` (``KVSto
 autoregressive engine passes a preallocated one (``llmnb.ar.kv_cache``), a diffusion step
 with the inter-step cache passes one that scatters the recomputed positions into a full
 canvas (``llmnb.diffusion.cache``). Without a cache the pass sees only the given tokens.
+
+A causal pass over a cache treats every cached key as past: query t sees all S - T cached
+keys plus the new keys 0..t. For an append-only cache that is the usual mask (S - T = start);
+for a cache that evicted positions (``llmnb.ar.kv_eviction``) S - T < start, and the keys'
+RoPE rotations, applied before caching, still carry their original positions. A store that
+also implements ``observe_attention`` (``AttentionObserver``) is handed each layer's softmax
+weights as they are computed, for free; other stores cost nothing extra.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.blocks import (
-    apply_rope, attention, linear, rms_norm, rope_inv_freq, rope_tables, swiglu,
+    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_tables,
+    swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights
@@ -37,6 +46,15 @@ class KVStore(Protocol):
         ...
 
 
+class AttentionObserver(Protocol):
+    """A ``KVStore`` that also wants the attention weights (found by the method's name:
+    compiled code cannot ``isinstance`` a protocol)."""
+
+    def observe_attention(self, layer: int, probs: F32) -> None:
+        """Receive a layer's attention weights (n_kv, group, T, S) for the keys `update` returned."""
+        ...
+
+
 class Transformer:
     """A decoder stack over ``Weights``; ``forward`` returns float32 logits."""
 
@@ -47,9 +65,10 @@ class Transformer:
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
-               positions: npt.NDArray[np.int64] | None = None) -> F32:
+               positions: npt.NDArray[np.int64] | None = None, n_layers: int | None = None) -> F32:
         """The final normalised hidden states (T, d) for `ids` at positions start.. (or at
-        explicit `positions`, for a diffusion step that recomputes only some of its canvas)."""
+        explicit `positions`, for a diffusion step that recomputes only some of its canvas).
+        `n_layers` runs only the first layers before the final norm (a self-drafter)."""
         c = self.config
         causal = c.causal if causal is None else causal
         t = len(ids)
@@ -57,8 +76,9 @@ class Transformer:
         if positions is None:
             positions = np.arange(start, start + t, dtype=np.int64)
         cos, sin = rope_tables(positions, self.inv_freq)
+        observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         h = self.weights.embed(ids)                                        # (T, d)
-        for i in range(c.n_layer):
+        for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
             qkv = linear(x, lw.wqkv_t)                                           # (T, nq + 2 nkv)
@@ -69,9 +89,16 @@ class Transformer:
                             cos, sin)
             q, k = qk[:c.n_head], qk[c.n_head:]                                 # (nh, T, hd), (nkv, T, hd)
             v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
+            q_offset = start
             if cache is not None:
                 k, v = cache.update(i, k, np.ascontiguousarray(v))        # (nkv, S, hd)
-            a = attention(q, k, v, causal, q_offset=start, key_mask=key_mask)   # (T, nq)
+                q_offset = k.shape[1] - t                                 # cached keys are all past
+            if observe is None:
+                a = attention(q, k, v, causal, q_offset, key_mask)             # (T, nq)
+            else:
+                p = attention_weights(q, k, causal, q_offset, key_mask)      # (nkv, g, T, S)
+                observe(i, p)
+                a = attend(p, v)
             h = h + linear(a, lw.wo_t)                                         # (T, d)
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
             gu = linear(x, lw.w_gate_up_t)                                     # (T, 2 ff)
@@ -84,7 +111,7 @@ class Transformer:
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                 causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
-                last_only: bool = False) -> F32:
+                last_only: bool = False, n_layers: int | None = None) -> F32:
         """Logits (T, vocab), or (1, vocab) for the last position only with `last_only`."""
-        h = self.hidden(ids, start, cache, causal, key_mask)
+        h = self.hidden(ids, start, cache, causal, key_mask, n_layers=n_layers)
         return self.logits(h[-1:] if last_only else h)

@@ -1,0 +1,409 @@
+"""Speculative decoding (llmnb.ar.speculative): greedy output identical to plain decoding for
+any drafters and K, sampled output distributed as the target's, the batched verifier equal to
+separate forwards, KV rollback, drafters and bad input."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import llmnb
+from llmnb.ar import Greedy, Sampler, generate
+from llmnb.ar.drafters import (
+    Draft, Drafter, LookupDrafter, ModelDrafter, check_same_vocabulary, lookup, make_drafter,
+)
+from llmnb.ar.kv_cache import KVCache
+from llmnb.ar.speculative import (
+    BubbleController, accept_greedy, accept_sampled, branch_layout, generate_speculative, rollback,
+    verify,
+)
+from llmnb.errors import UsageError
+from llmnb.gguf.reader import MetadataField, open_gguf
+from llmnb.gguf.writer import write_gguf
+from llmnb.model import Model, ModelError
+from llmnb.quant.gguf_file import convert_tensor, quantize_file
+from real_models import hub_model
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "data" / "models" / "tiny-ar.gguf"
+HELDOUT = [json.loads(line) for line in (ROOT / "data" / "eval" / "tiny_heldout.jsonl").open()]
+PROMPTS = [r["prompt"] for r in HELDOUT[::9]]          # every task family
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Model:
+    return llmnb.load(TINY)
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Q8_0 and Q4_0 copies of tiny-ar written by `llmnb quantize`'s function."""
+    d = tmp_path_factory.mktemp("drafters")
+    out = {}
+    for kind in ("Q8_0", "Q4_0"):
+        out[kind] = d / f"tiny-ar.{kind}.gguf"
+        quantize_file(TINY, out[kind], kind)
+    return out
+
+
+# --- drafters ----------------------------------------------------------------------------------
+
+def test_lookup_copies_what_followed_the_latest_longest_match() -> None:
+    ctx = [5, 6, 7, 8, 9, 1, 5, 6, 7, 2, 3, 5, 6, 7]
+    assert lookup(ctx, 3) == [2, 3, 5]                  # 3-gram (5 6 7): latest earlier match
+    assert lookup([1, 2, 3, 4, 9, 9, 3], 2) == [4, 9]   # only the 1-gram (3) recurs
+    assert lookup([1, 2, 3, 4], 3) == []                # nothing recurs
+    assert lookup([4, 7, 4, 7, 4], 5) == [7, 4, 7, 4, 7]  # a loop copies on into its own output
+    ctx = [5, 6, 7, 8, 1, 2, 7, 9, 5, 6, 7]
+    rng = np.random.default_rng()
+    assert LookupDrafter().propose(ctx, 2, Greedy(), rng).tokens == [8, 1]
+    assert LookupDrafter(max_ngram=1).propose(ctx, 2, Greedy(), rng).tokens == [9, 5]
+
+
+def brute_force_lookup(ctx: list[int], k: int, max_ngram: int = 3) -> list[int]:
+    for n in range(min(max_ngram, len(ctx) - 1), 0, -1):
+        for i in range(len(ctx) - n - 1, -1, -1):          # latest start with a token after it
+            if ctx[i:i + n] == ctx[len(ctx) - n:]:
+                full = list(ctx)
+                for j in range(k):
+                    full.append(full[i + n + j])
+                return full[len(ctx):]
+    return []
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(ctx=st.lists(st.integers(0, 4), min_size=1, max_size=40), k=st.integers(1, 9),
+       cut=st.integers(0, 40))
+def test_indexed_lookup_equals_brute_force_also_when_grown_in_steps(ctx: list[int], k: int,
+                                                                     cut: int) -> None:
+    want = brute_force_lookup(ctx, k)
+    assert lookup(ctx, k) == want
+    d = LookupDrafter()
+    d.propose(ctx[:max(1, min(cut, len(ctx)))], k, Greedy(), np.random.default_rng())
+    assert d.propose(ctx, k, Greedy(), np.random.default_rng()).tokens == want
+
+
+def test_model_drafter_rewinds_its_cache_to_the_shared_prefix(tiny: Model) -> None:
+    d = ModelDrafter(tiny, n_layers=2)
+    d.reset(64)
+    rng = np.random.default_rng(0)
+    ids = tiny.prompt_ids("Please multiply 10 by 2.", chat=True)
+    first = d.propose(ids, 4, Greedy(), rng)
+    assert d.seen == ids + first.tokens[:-1] and d.cache.length == len(d.seen)
+    # the context moved on with one of its tokens and a different one: the cache keeps the
+    # shared prefix and the result equals a drafter that starts from nothing
+    ctx = ids + first.tokens[:1] + [7]
+    again = d.propose(ctx, 3, Greedy(), rng)
+    fresh = ModelDrafter(tiny, n_layers=2)
+    fresh.reset(64)
+    assert again.tokens == fresh.propose(ctx, 3, Greedy(), rng).tokens
+
+
+def test_self_drafter_with_every_layer_proposes_the_targets_greedy_tokens(tiny: Model) -> None:
+    ids = tiny.prompt_ids("Please name the planets in our solar system.", chat=True)
+    d = make_drafter(f"self:{tiny.config.n_layer}", tiny)
+    d.reset(128)
+    draft = d.propose(ids, 8, Greedy(), np.random.default_rng(0))
+    assert draft.tokens == generate(tiny, ids, max_new_tokens=8).tokens
+
+
+# --- the batched verifier and rollback -----------------------------------------------------------
+
+def test_branch_layout_positions_and_mask() -> None:
+    pos, mask, offsets = branch_layout(3, [[10, 11], [], [20, 21, 22]])
+    assert offsets == [1, 3, 3]
+    assert pos.tolist() == [3, 4, 5, 4, 5, 6]
+    want = np.zeros((6, 9), dtype=bool)
+    want[:, :4] = True                                  # prefix 0..2 and the root (slot 3)
+    want[1, 4] = want[2, 4:6] = True                    # branch 0 sees itself causally
+    want[3, 6] = True
+    want[4, 6:8] = True
+    want[5, 6:9] = True
+    assert (mask == want).all()
+
+
+def test_batched_verify_rows_equal_separate_forwards(tiny: Model) -> None:
+    ids = tiny.prompt_ids("Compute the sum of 22 and 13.", chat=True)
+    branches = [[50, 51, 52], [60], [70, 71]]
+    cache = KVCache(tiny.config, 64)
+    tiny.transformer.forward(np.array(ids[:-1]), cache=cache)
+    cache.commit()
+    logits, offsets = verify(tiny.transformer, cache, ids[-1], branches)
+    np.testing.assert_allclose(logits[0], tiny.forward(ids)[-1], rtol=1e-4, atol=1e-4)
+    for b, o in zip(branches, offsets):
+        full = tiny.forward(ids + b)[len(ids):]         # rows after each branch token
+        np.testing.assert_allclose(logits[o:o + len(b)], full, rtol=1e-4, atol=1e-4)
+
+
+def test_rollback_leaves_the_cache_of_the_committed_sequence(tiny: Model) -> None:
+    ids = tiny.prompt_ids("Please translate to French: I love programming", chat=True)
+    branches = [[40, 41], [30, 31, 32]]                 # keep the second branch's first two
+    cache = KVCache(tiny.config, 64)
+    tiny.transformer.forward(np.array(ids[:-1]), cache=cache)
+    cache.commit()
+    length = cache.length
+    _, offsets = verify(tiny.transformer, cache, ids[-1], branches)
+    rollback(cache, length, offsets[1], 2)
+    ref = KVCache(tiny.config, 64)
+    tiny.transformer.forward(np.array(ids + [30, 31]), cache=ref)
+    ref.commit()
+    assert cache.length == ref.length == len(ids) + 2
+    n = ref.length
+    np.testing.assert_allclose(cache.k[:, :, :n], ref.k[:, :, :n], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cache.v[:, :, :n], ref.v[:, :, :n], rtol=1e-4, atol=1e-5)
+
+
+def test_greedy_acceptance_commits_the_longest_prefix_plus_the_targets_token() -> None:
+    # rows: root, branch 0 (3 rows), branch 1 (2 rows); top[row] = the target's argmax after it
+    top = [7, 8, 9, 1, 8, 5]
+    assert accept_greedy(top, [[7, 8, 2], [7, 8]], [1, 4]) == ([2, 2], 0, [7, 8, 9])
+    assert accept_greedy(top, [[7, 3, 2], [7, 8]], [1, 4]) == ([1, 2], 1, [7, 8, 5])
+    assert accept_greedy(top, [[1], [2]], [1, 2]) == ([0, 0], -1, [7])
+
+
+# --- greedy: bit-identical to plain decoding ----------------------------------------------------
+
+POOL = ["lookup", "self:1", "self:2", "self:3", "self:4", "Q8_0", "Q4_0"]
+
+
+@pytest.fixture(scope="module")
+def pool(tiny: Model, quantized: dict[str, Path]) -> dict[str, Drafter]:
+    """One drafter of each kind, loaded once (a drafter restarts with every generation)."""
+    return {x: make_drafter(str(quantized.get(x, x)), tiny) for x in POOL}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=st.sampled_from(PROMPTS), names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3,
+                                                        unique=True),
+       k=st.integers(1, 12), extra=st.integers(0, 8), adaptive=st.booleans(),
+       n=st.integers(1, 48))
+def test_greedy_output_identical_to_plain_greedy(tiny: Model, pool: dict[str, Drafter], prompt: str,
+                                                 names: list[str], k: int, extra: int,
+                                                 adaptive: bool, n: int) -> None:
+    ref = generate(tiny, prompt, max_new_tokens=n, chat=True)
+    r = generate_speculative(tiny, prompt, [pool[x] for x in names], max_new_tokens=n, chat=True,
+                             k=k, k_max=k + extra, adaptive=adaptive, gate=False)
+    assert (r.tokens, r.text, r.stop_reason) == (ref.tokens, ref.text, ref.stop_reason)
+    assert sum(x.committed for x in r.rounds) >= len(r.tokens)
+
+
+def test_greedy_identical_with_the_cost_gate_and_stop_strings(tiny: Model) -> None:
+    for prompt in PROMPTS[:8]:
+        for stop in ((), ("return",), ("e",)):
+            ref = generate(tiny, prompt, max_new_tokens=40, chat=True, stop=stop)
+            pieces: list[str] = []
+            r = generate_speculative(tiny, prompt, ["lookup", "self:2"], max_new_tokens=40, chat=True,
+                                     stop=stop, on_text=pieces.append)
+            assert (r.tokens, r.text, r.stop_reason) == (ref.tokens, ref.text, ref.stop_reason)
+            assert "".join(pieces) == r.text
+
+
+def test_greedy_identical_up_to_a_full_context(tiny: Model) -> None:
+    words = " ".join(["one two three four five six"] * 60)
+    ids = tiny.tokenizer.encode(words)[:tiny.config.n_ctx - 12]
+    ref = generate(tiny, ids, max_new_tokens=40)
+    r = generate_speculative(tiny, ids, ["lookup"], max_new_tokens=40, k=8, gate=False)
+    assert ref.stop_reason == "context_full"
+    assert (r.tokens, r.stop_reason) == (ref.tokens, ref.stop_reason)
+
+
+def test_round_metrics_account_for_every_token(tiny: Model) -> None:
+    r = generate_speculative(tiny, PROMPTS[5], ["self:3", "lookup"], max_new_tokens=40, chat=True,
+                             k=4, gate=False)
+    assert r.target_forwards == len(r.rounds) and r.tokens_per_forward > 1.5
+    for x in r.rounds:
+        assert x.rows == 1 + sum(x.proposed) and all(a <= p for a, p in zip(x.accepted, x.proposed))
+        assert x.committed == (max(x.accepted) if x.chosen >= 0 else 0) + 1
+    acc = r.acceptance()
+    assert set(acc) == {"self:3", "lookup"} and 0.5 < acc["self:3"] <= 1.0
+
+
+def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
+    c = BubbleController([True], 4, 16, gate=False)
+    c.after_round([Draft([1, 2, 3, 4])], [4], [4], 0)
+    assert c.k == [6]
+    c.after_round([Draft([1, 2, 3, 4, 5, 6])], [6], [1], 0)   # bubble 5: give back 3
+    assert c.k == [3]
+    c.after_round([Draft([1])], [1], [0], 0)
+    assert c.k == [2]
+    assert c.plan([Draft([1, 2])]) == [2]                        # no gate: verify every draft
+
+
+def test_cost_gate_verifies_only_drafts_worth_their_batch() -> None:
+    c = BubbleController([True, False], 4, 16)
+    assert c.plan([Draft([1, 2]), Draft([3])]) == [0, 0]         # first a plain step, to time it
+    c.time_step(1.0)
+    assert c.plan([Draft([1, 2]), Draft([3])]) == [2, 1]         # then a batch, to time that
+    for rows in (3, 9, 17):
+        c.time_verify(rows, 2.0 + 0.1 * rows)                    # c(T) = 2 + 0.1 T steps
+    a, b = c.cost_line()
+    assert abs(a - 2.0) < 1e-6 and abs(b - 0.1) < 1e-6
+    good, bad, model = Draft(list(range(16)), tag=3), Draft(list(range(16)), tag=1), Draft(list(range(16)))
+    c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
+    for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
+        c.after_round([good, model], [16, 16], [16, 0], 0)
+        c.after_round([bad, model], [16, 16], [0, 0], 0)
+    assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1
+    assert c.plan([good, Draft([])]) == [16, 0]                  # E = 17 tokens for c = 3.7 steps
+    assert c.plan([bad, Draft([])]) == [0, 0]                    # E ~ 1 token: a plain step
+    assert c.draft_length(0) == 16 and c.k[1] == 0               # the costly drafter sits out
+
+
+# --- sampling: the target's distribution --------------------------------------------------------
+
+def chi2_limit(df: int, z: float = 3.09) -> float:
+    """The chi-square quantile at 1 - 0.001 (Wilson-Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def chi2(counts: dict[tuple[int, ...], int], expected: dict[tuple[int, ...], float]) -> tuple[float, int]:
+    """Pearson's statistic over the outcomes (those expected < 5 pooled) and its df."""
+    n = sum(counts.values())
+    assert set(counts) <= set(expected)
+    stat, pooled_o, pooled_e, bins = 0.0, 0, 0.0, 0
+    for key, p in expected.items():
+        e, o = n * p, counts.get(key, 0)
+        if e < 5:
+            pooled_o, pooled_e = pooled_o + o, pooled_e + e
+        else:
+            stat, bins = stat + (o - e) ** 2 / e, bins + 1
+    if pooled_e > 0:
+        stat, bins = stat + (pooled_o - pooled_e) ** 2 / pooled_e, bins + 1
+    return stat, bins - 1
+
+
+def toy_problem() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A 6-token target p1, p2(.|x1), and a draft q1, q2(.|x1) with zeros where p has mass."""
+    p1 = np.array([0.30, 0.05, 0.25, 0.15, 0.10, 0.15])
+    p2 = np.array([np.roll([0.4, 0.2, 0.1, 0.1, 0.1, 0.1], x) for x in range(6)])
+    q1 = np.array([0.10, 0.40, 0.0, 0.30, 0.20, 0.0])
+    q2 = np.array([np.roll([0.0, 0.5, 0.3, 0.2, 0.0, 0.0], x) for x in range(6)])
+    return p1, p2, q1, q2
+
+
+def test_rejection_sampling_over_two_drafters_gives_the_target_distribution() -> None:
+    p1, p2, q1, q2 = toy_problem()
+    sampler = Sampler(temperature=1.0)
+    rng = np.random.default_rng(1234)
+    counts: dict[tuple[int, ...], int] = {}
+    for _ in range(30000):
+        a1 = int(rng.choice(6, p=q1))
+        a2 = int(rng.choice(6, p=q2[a1]))
+        sampled = Draft([a1, a2], np.stack([q1, q2[a1]]))
+        fixed = Draft([2, 3])                                   # a lookup's deterministic draft
+        rows = [p1, p2[a1], p2[a2], p2[2], p2[3]]               # root, branch 0, branch 1
+        with np.errstate(divide="ignore"):
+            logits = np.log(np.array(rows)).astype(np.float32)
+        _, _, out = accept_sampled(logits, [sampled, fixed], [1, 3], sampler, rng)
+        if len(out) == 1:                                       # the next round's token
+            out.append(int(rng.choice(6, p=p2[out[0]])))
+        key = (out[0], out[1])
+        counts[key] = counts.get(key, 0) + 1
+    expected = {(x, y): float(p1[x] * p2[x, y]) for x in range(6) for y in range(6)}
+    stat, df = chi2(counts, expected)
+    assert stat < chi2_limit(df), (stat, df)
+
+
+def test_the_chi_square_check_catches_a_residual_left_out() -> None:
+    """Negative control: rejected drafts resampled from p instead of max(0, p - q) are biased."""
+    p1, _, q1, _ = toy_problem()
+    rng = np.random.default_rng(1234)
+    counts: dict[tuple[int, ...], int] = {}
+    for _ in range(30000):
+        x = int(rng.choice(6, p=q1))
+        if rng.random() * q1[x] >= p1[x]:
+            x = int(rng.choice(6, p=p1))                        # the bug: no residual
+        counts[(x,)] = counts.get((x,), 0) + 1
+    stat, df = chi2(counts, {(x,): float(p1[x]) for x in range(6)})
+    assert stat > chi2_limit(df)
+
+
+def test_sampled_speculative_output_follows_the_target_on_tiny_ar(tiny: Model) -> None:
+    ids = tiny.prompt_ids("The capital of")
+    base = Sampler(temperature=2.0, top_k=3)
+    p1 = base.probs(tiny.forward(ids)[-1])
+    expected: dict[tuple[int, ...], float] = {}
+    for x in np.flatnonzero(p1):
+        p2 = base.probs(tiny.forward(ids + [int(x)])[-1])
+        for y in np.flatnonzero(p2):
+            expected[(int(x), int(y))] = float(p1[x] * p2[y])
+    counts: dict[tuple[int, ...], int] = {}
+    for seed in range(1000):
+        r = generate_speculative(tiny, ids, ["self:1", "lookup"], max_new_tokens=2, k=2, gate=False,
+                                 sampler=Sampler(temperature=2.0, top_k=3, seed=seed))
+        key = (r.tokens[0], r.tokens[1])
+        counts[key] = counts.get(key, 0) + 1
+    stat, df = chi2(counts, expected)
+    assert stat < chi2_limit(df), (stat, df, counts)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+def test_k_out_of_range_is_a_usage_error(tiny: Model) -> None:
+    for kw in ({"k": 0}, {"k": 65}, {"k": 8, "k_max": 4}, {"k": 1.5}):
+        with pytest.raises(UsageError, match="k"):
+            generate_speculative(tiny, "hi", ["lookup"], max_new_tokens=4, **kw)  # type: ignore[arg-type]
+    for spec in ("self:0", "self:5", "self:x"):
+        with pytest.raises(UsageError, match="self"):
+            make_drafter(spec, tiny)
+
+
+def _with_tokens_swapped(src: Path, dst: Path, token_id: int) -> None:
+    """A copy of `src` whose ids `token_id` and `token_id + 1` mean each other's text."""
+    f = open_gguf(src)
+    fields = []
+    for fld in f.fields.values():
+        if fld.key == "tokenizer.ggml.tokens":
+            tokens = list(fld.value)
+            tokens[token_id], tokens[token_id + 1] = tokens[token_id + 1], tokens[token_id]
+            fld = MetadataField(fld.key, fld.value_type, tokens, fld.item_type)
+        fields.append(fld)
+    write_gguf(dst, f.architecture, fields,
+               [convert_tensor(f, info, info.ggml_type) for info in f.tensors.values()])
+
+
+def test_drafter_with_another_vocabulary_is_refused(tiny: Model, tmp_path: Path) -> None:
+    other = tmp_path / "renamed.gguf"
+    _with_tokens_swapped(TINY, other, 300)
+    with pytest.raises(ModelError, match="token 300"):
+        make_drafter(str(other), tiny)
+    with pytest.raises(ModelError, match="causal"):
+        make_drafter(str(ROOT / "data" / "models" / "tiny-llada.gguf"), tiny)
+    with pytest.raises(ModelError, match="autoregressive"):
+        generate_speculative(llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf"), "hi", ["lookup"])
+
+
+def test_cli_spec_matches_plain_and_refuses_bad_flags(tmp_path: Path, quantized: dict[str, Path],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from llmnb.cli import main
+
+    args = ["generate", str(TINY), "-p", PROMPTS[6], "--chat", "-n", "40", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--spec", "lookup", "--spec", str(quantized["Q8_0"]), "--spec-k", "3"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["ids"] == plain["ids"] and spec["spec"]["rounds"] >= 1
+    assert main(args + ["--spec", "self:9"]) == 2
+    assert main(args + ["--spec-k", "3"]) == 2
+    assert "expected --spec" in capsys.readouterr().err
+
+
+# --- a real model -------------------------------------------------------------------------------
+
+def test_smollm2_copy_task_greedy_identical_and_drafter_vocabulary_checked() -> None:
+    smol = llmnb.load(hub_model("smollm2-135m"))
+    prompt = ("Repeat the following text exactly:\n\nThe quick brown fox jumps over the lazy dog. "
+              "A journey of a thousand miles begins with a single step.")
+    ref = generate(smol, prompt, max_new_tokens=24, chat=True)
+    r = generate_speculative(smol, prompt, ["lookup", "self:20"], max_new_tokens=24, chat=True,
+                             k=6, gate=False)
+    assert r.tokens == ref.tokens
+    assert r.tokens_per_forward > 2.0                  # copying: lookup drafts get accepted
+    with pytest.raises(ModelError, match="vocabulary"):
+        check_same_vocabulary(smol, llmnb.load(TINY))
