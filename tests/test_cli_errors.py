@@ -273,7 +273,9 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys: pytest.CaptureFixture[str]
     import llmnb.model
 
     def interrupted(*args: object, **kwargs: object) -> None:
-        os.kill(os.getpid(), signal.SIGINT)   # a real SIGINT: Python raises KeyboardInterrupt
+        # a real SIGINT, raised in this thread (os.kill may hand it to another thread, and the
+        # main thread could then pass the next line before Python sees it)
+        signal.raise_signal(signal.SIGINT)
         raise AssertionError("SIGINT was not delivered")
 
     monkeypatch.setattr(llmnb.model, "load", interrupted)
