@@ -213,6 +213,31 @@ def test_greedy_identical_up_to_a_full_context(tiny: Model) -> None:
     assert (r.tokens, r.stop_reason) == (ref.tokens, ref.stop_reason)
 
 
+class Oracle(Drafter):
+    """A user-written drafter (an interpreted subclass) that knows the answer but one token."""
+
+    name = "oracle"
+    free = True
+
+    def __init__(self, answer: list[int], prompt_len: int) -> None:
+        self.answer, self.prompt_len = answer, prompt_len
+
+    def propose(self, context, k, sampler, rng):  # type: ignore[no-untyped-def]
+        done = len(context) - self.prompt_len
+        out = self.answer[done:done + k]
+        if len(out) > 3:
+            out[3] = 0                                       # one wrong token per draft
+        return Draft(out)
+
+
+def test_a_user_drafter_subclass_is_verified_like_the_built_in_ones(tiny: Model) -> None:
+    ref = generate(tiny, PROMPTS[5], max_new_tokens=40, chat=True)
+    r = generate_speculative(tiny, PROMPTS[5], [Oracle(ref.tokens, len(ref.prompt_ids))],
+                             max_new_tokens=40, chat=True, k=8, adaptive=False, gate=False)
+    assert r.tokens == ref.tokens
+    assert all(x.accepted[0] == min(3, x.proposed[0]) for x in r.rounds)   # accepted up to the error
+
+
 def test_round_metrics_account_for_every_token(tiny: Model) -> None:
     r = generate_speculative(tiny, PROMPTS[5], ["self:3", "lookup"], max_new_tokens=40, chat=True,
                              k=4, gate=False)
