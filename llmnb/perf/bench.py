@@ -9,6 +9,7 @@ noisy: only ratios taken in the same run are meaningful. ``BENCHES`` is the regi
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,16 @@ from llmnb import hub
 from llmnb.perf.machine import default_thread_counts, describe, physical_cores, probe
 from llmnb.perf.machine import is_compiled as is_compiled      # re-exported for the benches
 from llmnb.perf.machine import median_time as median_time
+
+
+def run_worker(module: str, call: str, what: str) -> Any:
+    """Evaluate `call` (a function of `module`) in a fresh interpreter, so each measurement
+    starts with its own thread settings and memory; its JSON result."""
+    code = f"import json; from {module} import *; print(json.dumps({call}))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench {what}: {call} failed: {r.stderr.strip()[-800:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def machine_facts() -> dict[str, Any]:

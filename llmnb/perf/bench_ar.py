@@ -16,7 +16,6 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -68,12 +67,9 @@ def worker(model: str, threads: int, repeats: int) -> dict[str, object]:
 
 
 def _subprocess(call: str) -> dict[str, Any]:
-    """Run `call` (a function of this module) in a fresh interpreter; its JSON result."""
-    code = f"import json; from llmnb.perf.bench_ar import *; print(json.dumps({call}))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"bench ar: {call} failed: {r.stderr.strip()[-500:]}")
-    out: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    from llmnb.perf.bench import run_worker
+
+    out: dict[str, Any] = run_worker("llmnb.perf.bench_ar", call, "ar")
     return out
 
 

@@ -34,7 +34,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -126,11 +125,9 @@ def peer_step_ms(exe: Path, path: Path, canvas: int, threads: int, repeats: int)
 
 
 def _worker(call: str) -> dict[str, Any]:
-    code = f"import json; from llmnb.perf.bench_diffusion import *; print(json.dumps({call}))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"bench diffusion: {call} failed: {r.stderr.strip()[-500:]}")
-    out: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    from llmnb.perf.bench import run_worker
+
+    out: dict[str, Any] = run_worker("llmnb.perf.bench_diffusion", call, "diffusion")
     return out
 
 
@@ -183,22 +180,24 @@ def _cache_runs(m: Any, model_path: str, heldout: str, every: int, steps: int) -
     from llmnb.diffusion import diffuse
 
     rows = [json.loads(line) for line in Path(heldout).open()][::every]
+    plain, blocks = "no cache", "no cache, blocks of 24"
     settings: dict[str, dict[str, Any]] = {
-        "no cache": {"cache": False},
+        plain: {"cache": False},
         "diffuse": {"cache": True, "cache_policy": "diffuse"},
-        "no cache, blocks of 24": {"cache": False, "block_length": 24},
+        blocks: {"cache": False, "block_length": 24},
         "prefix, blocks of 24": {"cache": True, "cache_policy": "prefix", "block_length": 24},
         "dual, blocks of 24": {"cache": True, "cache_policy": "dual", "block_length": 24},
         "entropy_exit": {"cache": False, "scheduler": "entropy_exit"},
         "entropy_exit + cache": {"cache": True, "scheduler": "entropy_exit"},
     }
+    # each setting is compared with the uncached run that uses the same blocks
+    ref = {name: blocks if "block_length" in kw else plain for name, kw in settings.items()}
     common: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": steps, "schedule": "even",
               "remasking": "probability"}
     diffuse(m, rows[0]["prompt"], **common)                                # warm-up
     out: dict[str, Any] = {"model": Path(model_path).stem, "prompts": len(rows), "steps": steps}
-    base: dict[str, list[list[int]]] = {"no cache": [], "no cache, blocks of 24": []}
+    base: dict[str, list[list[int]]] = {plain: [], blocks: []}
     for name, kw in settings.items():
-        ref = "no cache, blocks of 24" if "blocks" in name else "no cache"
         seconds = 0.0
         correct = same = total = nfe = 0
         for i, r in enumerate(rows):
@@ -206,15 +205,14 @@ def _cache_runs(m: Any, model_path: str, heldout: str, every: int, steps: int) -
             seconds += res.stats.seconds
             correct += res.text.strip() == r["answer"]
             nfe += res.steps_taken
-            if name == ref:
-                base[ref].append(res.tokens)
-            same += sum(a == b for a, b in zip(res.tokens, base[ref][i]))
+            if name == ref[name]:
+                base[name].append(res.tokens)
+            same += sum(a == b for a, b in zip(res.tokens, base[ref[name]][i]))
             total += len(res.tokens)
         out[name] = {"seconds": seconds, "accuracy": correct / len(rows),
                      "fidelity": same / total, "mean_steps": nfe / len(rows)}
     for name in settings:
-        ref = "no cache, blocks of 24" if "blocks" in name else "no cache"
-        out[name]["speedup"] = out[ref]["seconds"] / out[name]["seconds"]
+        out[name]["speedup"] = out[ref[name]]["seconds"] / out[name]["seconds"]
     return out
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -168,6 +167,7 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
 def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[str, Any]]:
     """Rows for every model, thread count, set and drafter set (see the module docstring)."""
     from llmnb import hub
+    from llmnb.perf.bench import run_worker
 
     models = ["tiny-ar"]
     if hub.is_pulled("smollm2-135m"):
@@ -179,11 +179,6 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
     for model in models:
         for n in threads or [1, 2]:
             print(f"bench spec: {model}, {n} thread(s)", file=sys.stderr)
-            code = (f"import json; from llmnb.perf.bench_spec import worker; "
-                    f"print(json.dumps(worker({model!r}, {n}, {repeats})))")
-            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"bench spec: {model} at {n} thread(s) failed: "
-                                   f"{r.stderr.strip()[-800:]}")
-            rows.extend(json.loads(r.stdout.strip().splitlines()[-1]))
+            rows.extend(run_worker("llmnb.perf.bench_spec", f"worker({model!r}, {n}, {repeats})",
+                                   "spec"))
     return rows
