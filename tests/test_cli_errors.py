@@ -279,7 +279,13 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys: pytest.CaptureFixture[str]
         raise AssertionError("SIGINT was not delivered")
 
     monkeypatch.setattr(llmnb.model, "load", interrupted)
-    code, out, err = run(capsys, "generate", str(TINY), "-p", "x")
+    # a shell starts background jobs with SIGINT ignored, and Python then keeps it ignored:
+    # give this test the handler an interactive `llmnb` has (KeyboardInterrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code, out, err = run(capsys, "generate", str(TINY), "-p", "x")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == EXIT_INTERRUPTED and err == "llmnb: interrupted\n" and out == ""
 
 
