@@ -19,8 +19,8 @@ from llmnb.ar.drafters import (
 )
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.speculative import (
-    BubbleController, accept_greedy, accept_sampled, branch_layout, generate_speculative, rollback,
-    verify,
+    BubbleController, VerifyCosts, accept_greedy, accept_sampled, branch_layout, costs_for,
+    generate_speculative, rollback, verify,
 )
 from llmnb.errors import UsageError
 from llmnb.gguf.reader import MetadataField, open_gguf
@@ -65,6 +65,21 @@ def test_lookup_copies_what_followed_the_latest_longest_match() -> None:
     assert LookupDrafter(max_ngram=1).propose(ctx, 2, Greedy(), rng).tokens == [9, 5]
 
 
+def test_lookup_follows_an_edited_copy_where_it_left_off() -> None:
+    prompt = [20, 3, 21, 22, 3, 24, 25, 3, 26, 27, 28, 0]      # the text to copy, then a separator
+    rng, g = np.random.default_rng(), Greedy()
+    d = LookupDrafter()
+    assert d.propose(prompt + [20, 3, 21], 3, g, rng).tokens == [22, 3, 24]
+    assert d.propose(prompt + [20, 3, 21, 99], 3, g, rng).tokens == []     # 22 corrected to 99
+    # the common token 3 occurs three times: the copy goes on after the one at the cursor
+    assert d.propose(prompt + [20, 3, 21, 99, 3], 3, g, rng).tokens == [24, 25, 3]
+    assert lookup(prompt + [20, 3, 21, 99, 3], 3) == [21, 99, 3]           # latest: the copy itself
+    t = d.propose(prompt + [20, 3, 21, 99, 3], 3, g, rng)
+    assert t.tag == 1 and abs(t.prior - 0.5) < 1e-9
+    long = d.propose(prompt + [20, 3, 21, 22, 3, 24, 25, 3, 26], 2, g, rng)
+    assert long.tokens == [27, 28] and long.tag == 8 and long.prior > 0.88  # a copy in progress
+
+
 def brute_force_lookup(ctx: list[int], k: int, max_ngram: int = 3) -> list[int]:
     for n in range(min(max_ngram, len(ctx) - 1), 0, -1):
         for i in range(len(ctx) - n - 1, -1, -1):          # latest start with a token after it
@@ -83,7 +98,7 @@ def test_indexed_lookup_equals_brute_force_also_when_grown_in_steps(ctx: list[in
                                                                      cut: int) -> None:
     want = brute_force_lookup(ctx, k)
     assert lookup(ctx, k) == want
-    d = LookupDrafter()
+    d = LookupDrafter(follow=False)
     d.propose(ctx[:max(1, min(cut, len(ctx)))], k, Greedy(), np.random.default_rng())
     assert d.propose(ctx, k, Greedy(), np.random.default_rng()).tokens == want
 
@@ -260,15 +275,27 @@ def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -
     assert c.plan([Draft([1, 2])]) == [2]                        # no gate: verify every draft
 
 
+def test_verify_costs_follow_the_prior_shape_scaled_by_measurements() -> None:
+    v = VerifyCosts(few_rows=6)
+    assert v.predict(5) == 0.0                                   # nothing known yet
+    v.time_step(1.0)
+    assert v.predict(1) == 1.0 and abs(v.predict(3) - 1.9) < 1e-9 and abs(v.predict(20) - 4.7) < 1e-9
+    v.time_verify(20, 2 * 4.7)                                   # the first batch sets both levels
+    assert abs(v.predict(20) - 9.4) < 1e-9 and abs(v.predict(3) - 3.8) < 1e-9
+    for _ in range(40):
+        v.time_verify(3, 1.9)                                    # the few-rows regime on its own
+    assert abs(v.predict(3) - 1.9) < 1e-3 and abs(v.predict(20) - 9.4) < 1e-9
+    assert v.predict(2) >= v.predict(1)                          # never below a plain step
+
+
 def test_cost_gate_verifies_only_drafts_worth_their_batch() -> None:
-    c = BubbleController([True, False], 4, 16)
+    c = BubbleController([True, False], 4, 16, costs=VerifyCosts(few_rows=6))
     assert c.plan([Draft([1, 2]), Draft([3])]) == [0, 0]         # first a plain step, to time it
+    assert c.draft_length(1) == 0                                # (the model drafter is not asked)
     c.time_step(1.0)
-    assert c.plan([Draft([1, 2]), Draft([3])]) == [2, 1]         # then a batch, to time that
-    for rows in (3, 9, 17):
+    for rows in (9, 17):
         c.time_verify(rows, 2.0 + 0.1 * rows)                    # c(T) = 2 + 0.1 T steps
-    a, b = c.cost_line()
-    assert abs(a - 2.0) < 1e-6 and abs(b - 0.1) < 1e-6
+    assert abs(c.verify_cost(17) - 3.7) < 0.35
     good, bad, model = Draft(list(range(16)), tag=3), Draft(list(range(16)), tag=1), Draft(list(range(16)))
     c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
     for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
@@ -278,6 +305,27 @@ def test_cost_gate_verifies_only_drafts_worth_their_batch() -> None:
     assert c.plan([good, Draft([])]) == [16, 0]                  # E = 17 tokens for c = 3.7 steps
     assert c.plan([bad, Draft([])]) == [0, 0]                    # E ~ 1 token: a plain step
     assert c.draft_length(0) == 16 and c.k[1] == 0               # the costly drafter sits out
+
+
+def test_a_drafter_that_cannot_pay_probes_after_16_then_32_rounds() -> None:
+    c = BubbleController([False], 1, 8, costs=VerifyCosts())
+    c.time_step(1.0)
+    c.time_draft(0, 1, 5.0)                                      # 5 steps per drafted token
+    probes = []
+    for i in range(1, 60):
+        c.after_round([Draft([])], [0], [0], 0)
+        if c.k[0] > 0:
+            probes.append(i)
+    assert probes == [16, 48]
+
+
+def test_costs_are_kept_per_model_and_thread_count(tiny: Model) -> None:
+    with llmnb.threads(1):
+        generate_speculative(tiny, [1, 5, 9, 5, 9, 5, 9], ["lookup"], max_new_tokens=8)
+        v = costs_for(tiny)
+        assert v.t_step > 0.0 and costs_for(tiny) is v
+    with llmnb.threads(2):
+        assert costs_for(tiny) is not v
 
 
 # --- sampling: the target's distribution --------------------------------------------------------

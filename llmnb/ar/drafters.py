@@ -22,6 +22,7 @@ deterministic (greedy drafts and lookups), i.e. q is one-hot on the proposed tok
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import operator
 from collections.abc import Sequence
@@ -44,18 +45,21 @@ I64 = npt.NDArray[np.int64]
 class Draft:
     """Up to K proposed tokens and, when they were sampled, their distributions q (K, vocab).
     `tag` sorts a drafter's drafts into kinds whose acceptance is tracked apart (the lookup's
-    match length)."""
+    match length); `prior` is the per-token acceptance to assume for a kind not seen yet."""
 
-    def __init__(self, tokens: list[int], q: F64 | None = None, tag: int = 0) -> None:
+    def __init__(self, tokens: list[int], q: F64 | None = None, tag: int = 0,
+                 prior: float = 0.5) -> None:
         self.tokens = tokens
         self.q = q
         self.tag = tag
+        self.prior = prior
 
     def cut(self, n: int) -> Draft:
         """The first `n` tokens of this draft."""
         if n >= len(self.tokens):
             return self
-        return Draft(self.tokens[:n], None if self.q is None else self.q[:n], self.tag)
+        return Draft(self.tokens[:n], None if self.q is None else self.q[:n], self.tag,
+                     self.prior)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -87,53 +91,90 @@ class LookupDrafter(Drafter):
     """Prompt lookup: copy what followed the latest earlier match of the last n tokens.
 
     An index maps every n-gram (n = min_ngram..max_ngram) that has a token after it to the
-    position where its latest occurrence ends; it grows with the context, so a proposal costs
-    a few dictionary look-ups whatever the context length.
+    positions where its occurrences end; it grows with the context, so a proposal costs a few
+    dictionary look-ups whatever the context length.
+
+    With `follow` (the default) the drafter also remembers where its last draft copied from
+    and how far the sequence has moved on since: a *cursor* in the copied text. Of several
+    earlier occurrences of the n-gram it takes the one ending nearest the cursor, if within
+    ``FOLLOW_SLACK`` tokens (else the latest), so a copy that was edited --
+    a word corrected, a name changed -- picks the text up again where it left off instead of
+    at some later repetition of a common word. Without it: always the latest occurrence.
+
+    A draft's tag is the length of the
+    match it copies (followed back up to ``LONG_MATCH`` tokens, in the buckets 1, 2, 3, 4-7,
+    8+): a long match is a copy in progress, a short one a guess. Its prior acceptance is
+    m / (m + 1) for a bucket starting at m (0.5 for a single token, 0.89 for 8 or more).
     """
+
+    LONG_MATCH = 8
+    FOLLOW_SLACK = 8
 
     free = True
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, follow: bool = True) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise UsageError(f"lookup drafter: expected 1 <= min_ngram <= max_ngram, got "
                              f"{min_ngram}, {max_ngram}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.name = "lookup"
+        self.follow = follow
         self.tokens: list[int] = []                     # the context seen so far
-        self.index: dict[tuple[int, ...], int] = {}     # n-gram -> end of its latest occurrence
+        self.ends: dict[tuple[int, ...], list[int]] = {}  # n-gram -> end of each occurrence
+        self.src = -1                                   # where the last draft copied from ...
+        self.src_ctx = 0                                # ... and the context length then
 
     def reset(self, capacity: int) -> None:
         self.tokens = []
-        self.index = {}
+        self.ends = {}
+        self.src, self.src_ctx = -1, 0
 
     def _extend(self, context: Sequence[int]) -> None:
         toks = self.tokens
         n0 = len(toks)
-        if len(context) < n0 or (n0 > 0 and context[n0 - 1] != toks[n0 - 1]):
+        if len(context) < n0 or list(context[:n0]) != toks:
             self.reset(0)                               # not a continuation: start over
             toks, n0 = self.tokens, 0
         toks.extend(int(t) for t in context[n0:])
         # n-grams ending at e get indexed once token e + 1 exists (so they have a successor)
         for e in range(max(0, n0 - 1), len(toks) - 1):
             for n in range(self.min_ngram, min(self.max_ngram, e + 1) + 1):
-                self.index[tuple(toks[e - n + 1:e + 1])] = e
+                key = tuple(toks[e - n + 1:e + 1])
+                ends = self.ends.get(key)
+                if ends is None:
+                    self.ends[key] = [e]
+                else:
+                    ends.append(e)                      # ascending: e only grows
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler,
                 rng: np.random.Generator) -> Draft:
         self._extend(context)
         toks = self.tokens
         n_ctx = len(toks)
+        cursor = self.src + n_ctx - self.src_ctx if self.follow and self.src >= 0 else -1
         for n in range(min(self.max_ngram, n_ctx), self.min_ngram - 1, -1):
-            end = self.index.get(tuple(toks[n_ctx - n:]), -1)
-            if end < 0:
+            ends = self.ends.get(tuple(toks[n_ctx - n:]))
+            if ends is None:
                 continue
-            src = end + 1                               # the token after the latest match
+            end = ends[-1]                              # the latest occurrence, or the one
+            if cursor >= 0:                             # ending nearest the cursor
+                i = bisect.bisect_left(ends, cursor - 1)
+                near = min(ends[max(0, i - 1):i + 1], key=lambda e: abs(e - cursor + 1))
+                if abs(near - cursor + 1) <= self.FOLLOW_SLACK:
+                    end = near
+            src = end + 1                               # the token after the match
+            self.src, self.src_ctx = src, n_ctx
             out = toks[src:src + k]
             period = n_ctx - src
             while len(out) < k:                         # past the end: the copy copies itself
                 out.append(out[len(out) - period])
-            return Draft(out, tag=n)
+            m = n                                       # how far back the match goes
+            while (m < self.LONG_MATCH and end - m >= 0
+                   and toks[end - m] == toks[n_ctx - 1 - m]):
+                m += 1
+            tag = m if m < 4 else 4 if m < self.LONG_MATCH else self.LONG_MATCH
+            return Draft(out, tag=tag, prior=tag / (tag + 1.0))
         return Draft([])
 
 
@@ -141,7 +182,7 @@ def lookup(context: Sequence[int], k: int, max_ngram: int = 3, min_ngram: int = 
     """The `k` tokens after the latest earlier occurrence of the context's last n tokens,
     longest n first; [] when no n-gram recurs. A loop of period p proposes the loop again
     (the copy runs on into its own output), so a repeating pattern yields `k` tokens."""
-    d = LookupDrafter(max_ngram, min_ngram)
+    d = LookupDrafter(max_ngram, min_ngram, follow=False)
     return d.propose(context, k, Sampler(temperature=0.0), np.random.default_rng(0)).tokens
 
 

@@ -35,35 +35,43 @@ speculative sampling of Leviathan et al. (2023) and Chen et al. (2023). One roun
 
 **Bubble controller** (adaptive K). A *bubble* is a drafted row the target computed and threw
 away. Per drafter, and per kind of draft (``Draft.tag``: a lookup's match length), the
-controller keeps exponentially weighted counts (factor 0.8, starting from one hit in two tries)
-of draft tokens tried and accepted; alpha = hits / tries is the recent per-token acceptance
+controller keeps exponentially weighted counts (factor 0.8, starting from 2 * prior hits in two
+tries, ``Draft.prior``: 0.5 unless the drafter knows better) of draft tokens tried and accepted; alpha = hits / tries is the recent per-token acceptance
 rate. A verified branch with a of its n tokens accepted adds a hits and a + [a < n] tries; an
 unverified draft adds its first token's outcome against the committed token.
 
-Without costs (``gate=False``, or until both costs below are measured), each drafter's K follows
+Without costs (``gate=False``), each drafter's K follows
 the bubble rule after every round it was verified in, with b = n - a its bubble:
 
     b == 0 and n >= K_j:  K_j <- min(k_max, K_j + ceil(K_j / 2))      (grow by half)
     b > 0:                K_j <- max(1, K_j - ceil(b / 2))            (give back half the bubble)
 
-With costs (``gate=True``, the default). On a CPU a verify batch is not free: a matrix-matrix
-product over a few rows runs far below the speed of the matrix-vector product of a decode step,
-so a batch of T rows costs c(T) = a + b*T with a several decode steps (``llmnb bench spec``,
-notebook 09). c is fitted online (least squares, forgetting factor 0.8) to the measured verify
-times, t_1 is the measured time of a plain step, and a draft of K tokens at acceptance alpha
-yields E(K) = 1 + alpha + ... + alpha^K tokens (its accepted prefix and the target's own token):
+With costs (``gate=True``, the default). On a CPU a verify batch is not free: a product over a
+few rows runs far below the speed of the matrix-vector product of a decode step (notebook 09
+draws the curve). ``VerifyCosts`` predicts c(T), the seconds of a batch of T rows, as t_1 times
+a prior shape in decode steps, one shape per regime of ``llmnb.model.blocks.linear``:
+
+    T <= FEW_ROWS (one matrix-vector product per row):  1 + 0.45 (T - 1)
+    T >  FEW_ROWS (a matrix-matrix product):            2.7 + 0.1 T
+
+(both measured on the development machine, 1 thread, SmolLM2-135M), each regime scaled by the
+measured/predicted ratio of its recent batches (exponential average, factor 0.7); t_1 is the
+measured time of a plain step. Costs belong to the machine, the model and the thread count, not
+to a prompt, so they are kept per (model file, threads) for the process: a second call starts
+with what the first one measured. A draft of K tokens at acceptance alpha yields E(K) = 1 +
+alpha + ... + alpha^K tokens (its accepted prefix and the target's own token):
 
 - a model drafter is asked for K_j = argmax_K E(K) / (c(1 + K) + K d_j), d_j its measured
-  seconds per drafted token; when no K beats plain steps (1 / t_1) it sits out (K_j = 0),
-  probing with K_j = 1 every 16 rounds;
+  seconds per drafted token; when no K beats plain steps (1 / t_1) it sits out (K_j = 0) and
+  probes with K_j = 1 after 16 rounds, then after 32, 64, ... while it keeps failing;
 - a free drafter (lookup) is asked for k_max tokens, trimmed to argmax_K E(K) / c(1 + K) at the
   alpha of its draft's tag (0 tokens if no K beats plain steps);
 - the gate: the round is verified iff max_j E_j * t_1 >= c(T) over the trimmed drafts (T = 1 +
   their total), otherwise it is a plain decode step.
 
-The first round is a plain step (it measures t_1), the next one with drafts verifies them (it
-measures c). Controller and gate change only speed, never the tokens: any K and any gate
-decision give exactly greedy decoding, and each round samples exactly from the target.
+Until t_1 is known the rounds are plain steps (model drafters are not asked). Controller and
+gate change only speed, never the tokens: any K and any gate decision give exactly greedy
+decoding, and each round samples exactly from the target.
 """
 from __future__ import annotations
 
@@ -74,6 +82,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import SupportsIndex
 
+import numexpr
 import numpy as np
 import numpy.typing as npt
 
@@ -82,6 +91,7 @@ from llmnb.ar.engine import GenerationStats, _hold_back
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.errors import UsageError
+from llmnb.model.blocks import FEW_ROWS
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
 from llmnb.model.transformer import Transformer
@@ -213,12 +223,70 @@ def accept(logits: F32, drafts: Sequence[Draft], offsets: Sequence[int],
 
 # --- the controller ------------------------------------------------------------------------
 
+class VerifyCosts:
+    """Seconds of a plain decode step (t_1) and of a verify batch of T rows, as measured on
+    this machine for one model and thread count (module docstring: the prior shape per regime,
+    scaled by measurements)."""
+
+    def __init__(self, few_rows: int = FEW_ROWS, smooth: float = 0.7) -> None:
+        self.few_rows = few_rows
+        self.smooth = smooth
+        self.t_step = 0.0                 # seconds of a plain decode step (average); 0 = unknown
+        self.scale = [1.0, 1.0]           # measured / prior, per regime (few rows, matrix)
+        self.batches = 0                  # verify batches measured
+
+    def prior(self, rows: int) -> float:
+        """c(T) / t_1 before any batch was measured."""
+        if rows <= 1:
+            return 1.0
+        if rows <= self.few_rows:
+            return 1.0 + 0.45 * (rows - 1)
+        return 2.7 + 0.1 * rows
+
+    def regime(self, rows: int) -> int:
+        return 0 if rows <= self.few_rows else 1
+
+    def time_step(self, seconds: float) -> None:
+        self.t_step = seconds if self.t_step == 0.0 else 0.7 * self.t_step + 0.3 * seconds
+
+    def time_verify(self, rows: int, seconds: float) -> None:
+        if self.t_step == 0.0 or rows < 2:
+            return
+        r = self.regime(rows)
+        ratio = seconds / (self.t_step * self.prior(rows))
+        if self.batches == 0:             # the first batch sets the level of both regimes
+            self.scale = [ratio, ratio]
+        else:
+            self.scale[r] = self.smooth * self.scale[r] + (1.0 - self.smooth) * ratio
+        self.batches += 1
+
+    def predict(self, rows: int) -> float:
+        """Predicted seconds of a batch of `rows` rows, never less than a plain step
+        (0 while t_1 is unknown)."""
+        if rows <= 1:
+            return self.t_step
+        return max(self.t_step, self.t_step * self.prior(rows) * self.scale[self.regime(rows)])
+
+
+_COSTS: dict[tuple[str, int], VerifyCosts] = {}
+
+
+def costs_for(model: Model) -> VerifyCosts:
+    """The process's verify costs for `model` at the current thread count (numexpr's setting,
+    which ``llmnb.threads`` keeps equal to BLAS's)."""
+    key = (str(model.path), int(numexpr.get_num_threads()))
+    if key not in _COSTS:
+        _COSTS[key] = VerifyCosts()
+    return _COSTS[key]
+
+
 class BubbleController:
     """Per-drafter K, draft trimming and the verify-or-step gate, from bubbles and measured
     costs (module docstring). ``gate=False``: the bubble rule alone, every draft verified."""
 
     def __init__(self, free: Sequence[bool], k: int, k_max: int, adaptive: bool = True,
-                 gate: bool = True, decay: float = 0.8, probe_every: int = 16) -> None:
+                 gate: bool = True, decay: float = 0.8, probe_every: int = 16,
+                 costs: VerifyCosts | None = None) -> None:
         n = len(free)
         self.free = list(free)            # drafters whose proposals cost no forward pass
         self.k = [k] * n
@@ -230,21 +298,21 @@ class BubbleController:
         self.hits: dict[tuple[int, int], float] = {}    # (drafter, draft tag) -> weighted hits
         self.tries: dict[tuple[int, int], float] = {}   # ... and weighted tokens tried
         self.draft_s = [0.0] * n          # seconds per drafted token (EMA)
-        self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0)
-        self.t_step = 0.0                 # seconds of a plain decode step (EMA); 0 = unknown
-        self._fit = [0.0] * 5             # forgetting sums for c(T): w, wT, wT^2, wy, wTy
+        self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0) ...
+        self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
+        self.costs = costs if costs is not None else VerifyCosts()
         self.k_used = [k] * n             # K per drafter in the last plan (a free drafter's trim)
 
     # -- what was measured --------------------------------------------------------------
-    def alpha(self, j: int, tag: int = 0) -> float:
+    def alpha(self, j: int, tag: int = 0, prior: float = 0.5) -> float:
         """Drafter j's recent per-token acceptance rate for drafts tagged `tag` (the counts
-        start at one hit in two tries)."""
+        start at 2 * prior hits in two tries; the draft says its prior)."""
         key = (j, tag)
-        return self.hits.get(key, 1.0) / self.tries.get(key, 2.0)
+        return self.hits.get(key, 2.0 * prior) / self.tries.get(key, 2.0)
 
-    def _score(self, j: int, tag: int, hits: int, tries: int) -> None:
-        key = (j, tag)
-        self.hits[key] = self.decay * self.hits.get(key, 1.0) + hits
+    def _score(self, j: int, d: Draft, hits: int, tries: int) -> None:
+        key = (j, d.tag)
+        self.hits[key] = self.decay * self.hits.get(key, 2.0 * d.prior) + hits
         self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries
 
     def time_draft(self, j: int, tokens: int, seconds: float) -> None:
@@ -253,34 +321,23 @@ class BubbleController:
             self.draft_s[j] = s if self.draft_s[j] == 0.0 else 0.7 * self.draft_s[j] + 0.3 * s
 
     def time_step(self, seconds: float) -> None:
-        self.t_step = seconds if self.t_step == 0.0 else 0.7 * self.t_step + 0.3 * seconds
+        self.costs.time_step(seconds)
 
     def time_verify(self, rows: int, seconds: float) -> None:
-        f, t = self._fit, float(rows)
-        for i, v in enumerate((1.0, t, t * t, seconds, t * seconds)):
-            f[i] = self.decay * f[i] + v
+        self.costs.time_verify(rows, seconds)
 
-    def cost_line(self) -> tuple[float, float]:
-        """The verify-time fit c(T) = a + b*T as (a, b); (0, 0) while nothing is measured."""
-        w, st, stt, sy, sty = self._fit
-        if w == 0.0:
-            return 0.0, 0.0
-        den = w * stt - st * st
-        if den <= 1e-6 * w * stt:                     # one batch size seen so far: a constant
-            return sy / w, 0.0
-        b = max(0.0, (w * sty - st * sy) / den)       # more rows never cost less
-        return (sy - b * st) / w, b
+    @property
+    def t_step(self) -> float:
+        return self.costs.t_step
 
     def verify_cost(self, rows: int) -> float:
-        """Predicted seconds of a verify batch of `rows` rows, never less than a plain step
-        (0 while nothing is measured)."""
-        a, b = self.cost_line()
-        return 0.0 if a == 0.0 and b == 0.0 else max(self.t_step, a + b * rows)
+        """Predicted seconds of a verify batch of `rows` rows (``VerifyCosts.predict``)."""
+        return self.costs.predict(rows)
 
     @property
     def costed(self) -> bool:
-        """Gate on, and both a plain step and a verify batch measured?"""
-        return self.gate and self.t_step > 0.0 and self._fit[0] > 0.0
+        """Gate on, and a plain step's time known?"""
+        return self.gate and self.costs.t_step > 0.0
 
     # -- decisions ----------------------------------------------------------------------
     @staticmethod
@@ -294,11 +351,10 @@ class BubbleController:
         """argmax_K expected tokens / (c(1 + K) + K * per_draft) over 1..k_max, or 0 when
         no K beats plain decode steps."""
         al = min(alpha, 0.999)
-        a, b = self.cost_line()
         best, best_rate, power = 0, 1.0 / self.t_step, al
         for kk in range(1, k_max + 1):
             power *= al                                  # al^(kk+1)
-            cost = max(self.t_step, a + b * (1 + kk)) + kk * per_draft
+            cost = self.costs.predict(1 + kk) + kk * per_draft
             rate = (1.0 - power) / (1.0 - al) / cost
             if rate > best_rate:
                 best, best_rate = kk, rate
@@ -306,8 +362,11 @@ class BubbleController:
 
     def draft_length(self, j: int) -> int:
         """How many tokens to ask drafter j for: its K, or k_max for a free drafter once
-        costs are known (its draft is trimmed by ``plan``)."""
-        return self.k_max if self.free[j] and self.costed else self.k[j]
+        costs are known (its draft is trimmed by ``plan``); none from a costly drafter while
+        the gate still has to time a plain step (that round is a plain step anyway)."""
+        if self.free[j]:
+            return self.k_max if self.costed else self.k[j]
+        return 0 if self.gate and not self.costed else self.k[j]
 
     def plan(self, drafts: Sequence[Draft]) -> list[int]:
         """How many of each draft's tokens to verify; all zero = a plain decode step."""
@@ -316,15 +375,16 @@ class BubbleController:
                        for j in range(len(drafts))]
         if not self.gate or sum(lengths) == 0:
             return lengths
-        if not self.costed:                       # measure a plain step, then a verify batch
-            return lengths if self.t_step > 0.0 else [0] * len(drafts)
+        if not self.costed:                       # time a plain step first
+            return [0] * len(drafts)
         # trim each draft to its best length (drafting is paid for already), then the gate
-        lengths = [self.best_k(self.alpha(j, d.tag), len(d), 0.0) for j, d in enumerate(drafts)]
+        lengths = [self.best_k(self.alpha(j, d.tag, d.prior), len(d), 0.0)
+                   for j, d in enumerate(drafts)]
         for j, n in enumerate(lengths):
             if self.free[j]:
                 self.k_used[j] = n
         rows = 1 + sum(lengths)
-        best = max(self.expected_tokens(self.alpha(j, d.tag), n)
+        best = max(self.expected_tokens(self.alpha(j, d.tag, d.prior), n)
                    for j, (d, n) in enumerate(zip(drafts, lengths)))
         if rows > 1 and best * self.t_step >= self.verify_cost(rows):
             return lengths
@@ -338,7 +398,7 @@ class BubbleController:
             n = plan[j]
             if n > 0:
                 a = accepted[j]
-                self._score(j, d.tag, a, a + (1 if a < n else 0))
+                self._score(j, d, a, a + (1 if a < n else 0))
                 if self.adaptive and not self.costed:     # the bubble rule
                     bubble = n - a
                     if bubble == 0 and n >= self.k[j]:
@@ -346,18 +406,20 @@ class BubbleController:
                     elif bubble > 0:
                         self.k[j] = max(1, self.k[j] - (bubble + 1) // 2)
             elif len(d) > 0:
-                self._score(j, d.tag, 1 if d.tokens[0] == token else 0, 1)
+                self._score(j, d, 1 if d.tokens[0] == token else 0, 1)
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
             if self.free[j]:
                 continue                                  # drafts k_max, trimmed by plan
             kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j])
-            if kk == 0:                                   # cannot pay: sit out, probing
-                self.paused[j] += 1                       # every probe_every rounds
-                kk = 1 if self.paused[j] % self.probe_every == 0 else 0
-            else:
-                self.paused[j] = 0
+            if kk > 0:
+                self.paused[j], self.probe_gap[j] = 0, self.probe_every
+            else:                                         # cannot pay: sit out, then probe
+                self.paused[j] += 1
+                if self.paused[j] >= self.probe_gap[j]:   # a probe of one token, and twice
+                    kk = 1                                # as long a rest if it fails again
+                    self.paused[j], self.probe_gap[j] = 0, 2 * self.probe_gap[j]
             self.k[j] = kk
 
 
@@ -481,13 +543,16 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
                          k: SupportsIndex = 4, k_max: SupportsIndex = 32, adaptive: bool = True,
                          gate: bool = True, chat: bool = False, system: str | None = None,
                          stop: Sequence[str] = (),
-                         on_text: Callable[[str], None] | None = None) -> SpeculativeResult:
+                         on_text: Callable[[str], None] | None = None,
+                         costs: VerifyCosts | None = None) -> SpeculativeResult:
     """``llmnb.generate`` with speculative decoding: same arguments and the same tokens
     (greedy) or the same distribution (sampling), in fewer target forward passes.
 
     `drafters`: ``Drafter`` objects or names (``"lookup"``, ``"self:N"``, a model path or hub
     name). `k`: the initial draft length per drafter; `k_max`: the bubble controller's ceiling;
     `adaptive=False` keeps K fixed; `gate=False` verifies every round that has drafts.
+    `costs`: the verify-cost model to use and update (default: the process's one for this
+    model and thread count, ``costs_for``).
     """
     k0, kmax = operator_index(k, "k"), operator_index(k_max, "k_max")
     if not 1 <= k0 <= K_LIMIT:
@@ -514,7 +579,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
         d.reset(capacity + kmax)
     rngs = [np.random.default_rng(None if sampler.seed is None else [sampler.seed, 1, j])
             for j in range(len(ds))]
-    ctrl = BubbleController([d.free for d in ds], k0, kmax, adaptive, gate)
+    ctrl = BubbleController([d.free for d in ds], k0, kmax, adaptive, gate,
+                            costs=costs if costs is not None else costs_for(model))
     out = _TextOut(model, len(ids), max_new_tokens, capacity, stop, on_text)
     stats = GenerationStats(prompt_tokens=len(ids))
     rounds: list[SpecRound] = []
