@@ -35,13 +35,14 @@ speculative sampling of Leviathan et al. (2023) and Chen et al. (2023). One roun
 
 **Bubble controller** (adaptive K). A *bubble* is a drafted row the target computed and threw
 away. Per drafter, and per kind of draft (``Draft.tag``: a lookup's match length), the
-controller keeps exponentially weighted counts (factor 0.8, starting from 2 * prior hits in two
-tries, ``Draft.prior``: 0.5 unless the drafter knows better) of draft tokens tried and accepted; alpha = hits / tries is the recent per-token acceptance
-rate. A verified branch with a of its n tokens accepted adds a hits and a + [a < n] tries; an
-unverified draft adds its first token's outcome against the committed token.
+controller keeps exponentially weighted counts (factor 0.8) of draft tokens tried and
+accepted, starting from 2 * prior hits in two tries (``Draft.prior``: 0.5 unless the drafter
+knows better); alpha = hits / tries is the recent per-token acceptance rate. A verified branch
+with a of its n tokens accepted adds a hits and a + [a < n] tries; an unverified draft adds
+its first token's outcome against the committed token.
 
-Without costs (``gate=False``), each drafter's K follows
-the bubble rule after every round it was verified in, with b = n - a its bubble:
+Without costs (``gate=False``), each drafter's K follows the bubble rule after every round it
+was verified in, with b = n - a its bubble:
 
     b == 0 and n >= K_j:  K_j <- min(k_max, K_j + ceil(K_j / 2))      (grow by half)
     b > 0:                K_j <- max(1, K_j - ceil(b / 2))            (give back half the bubble)
