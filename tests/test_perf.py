@@ -250,3 +250,16 @@ def test_bench_command_offers_every_registered_bench_and_all() -> None:
     with pytest.raises(SystemExit) as e:
         parser.parse_args(["bench", "roofs"])
     assert e.value.code == 2
+
+
+def test_a_bench_worker_imports_the_installed_llmnb_not_a_folder_in_the_current_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmnb.perf.bench import data_dir, run_worker
+
+    shadow = tmp_path / "llmnb"                      # like the source tree beside a compiled build
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the folder in the current directory')\n")
+    monkeypatch.chdir(tmp_path)
+    where = run_worker("llmnb.perf.machine", "__import__('llmnb').__file__", "test")
+    assert Path(where).resolve() == Path(llmnb.__file__).resolve()
+    assert data_dir() is None                        # no data/ here, and no LLMNB_DATA

@@ -9,12 +9,15 @@ noisy: only ratios taken in the same run are meaningful. ``BENCHES`` is the regi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from llmnb import hub
+from llmnb.errors import UsageError
 from llmnb.perf.machine import default_thread_counts, describe, physical_cores, probe
 from llmnb.perf.machine import is_compiled as is_compiled      # re-exported for the benches
 from llmnb.perf.machine import median_time as median_time
@@ -22,12 +25,31 @@ from llmnb.perf.machine import median_time as median_time
 
 def run_worker(module: str, call: str, what: str) -> Any:
     """Evaluate `call` (a function of `module`) in a fresh interpreter, so each measurement
-    starts with its own thread settings and memory; its JSON result."""
+    starts with its own thread settings and memory; its JSON result. ``-P`` keeps the current
+    folder off the import path: run from the repository root, the worker still imports the
+    installed (compiled) llmnb, not the source tree beside it."""
     code = f"import json; from {module} import *; print(json.dumps({call}))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"bench {what}: {call} failed: {r.stderr.strip()[-800:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def data_dir() -> Path | None:
+    """The repository's data/ folder (tiny models, held-out set, texts): $LLMNB_DATA, else
+    ./data; None when neither has the held-out set."""
+    for d in (os.environ.get("LLMNB_DATA"), "data"):
+        if d and (Path(d) / "eval" / "tiny_heldout.jsonl").is_file():
+            return Path(d).resolve()
+    return None
+
+
+def need_data_dir(what: str) -> Path:
+    d = data_dir()
+    if d is None:
+        raise UsageError(f"bench {what}: no data/eval/tiny_heldout.jsonl here (run from the "
+                         f"repository root or set LLMNB_DATA)")
+    return d
 
 
 def machine_facts() -> dict[str, Any]:
@@ -112,7 +134,7 @@ def _diffusion(repeats: int, threads: list[int] | None,
 
 
 def _cache(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
-    from llmnb.perf.bench_diffusion import cache_rows, data_dir
+    from llmnb.perf.bench_diffusion import cache_rows
 
     if data_dir() is None:
         print("bench cache: no data/eval/tiny_heldout.jsonl here (run from the repository root or "
@@ -131,6 +153,10 @@ def _scaling(repeats: int, threads: list[int] | None,
 def _kv(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_kv import bench_kv
 
+    if data_dir() is None:
+        print("bench kv: no data/ here (run from the repository root or set LLMNB_DATA); "
+              "skipped", file=sys.stderr)
+        return None
     return bench_kv() if _needs("smollm2-135m", "kv") else None
 
 

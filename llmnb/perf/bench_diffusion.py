@@ -29,7 +29,6 @@ match accuracy — and entropy_exit's steps against the fixed 16.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import statistics
@@ -159,14 +158,6 @@ def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
     return rows
 
 
-def data_dir() -> Path | None:
-    """The repository's data/ folder (tiny models, held-out set): $LLMNB_DATA, else ./data."""
-    for d in (os.environ.get("LLMNB_DATA"), "data"):
-        if d and (Path(d) / "eval" / "tiny_heldout.jsonl").is_file():
-            return Path(d)
-    return None
-
-
 def cache_worker(model_path: str, heldout: str, every: int, steps: int) -> dict[str, Any]:
     """One tiny diffusion model over the held-out prompts: no cache vs each cache policy, and
     entropy_exit; totals over the prompts (time is the sum of the denoising loops)."""
@@ -218,10 +209,9 @@ def _cache_runs(m: Any, model_path: str, heldout: str, every: int, steps: int) -
 
 def cache_rows(every: int = 2, steps: int = 16) -> list[dict[str, Any]]:
     """Flat rows (model x setting) of ``cache_worker`` for each tiny diffusion model."""
-    d = data_dir()
-    if d is None:
-        raise FileNotFoundError("bench diffusion cache: no data/eval/tiny_heldout.jsonl here "
-                                "(run from the repository root or set LLMNB_DATA)")
+    from llmnb.perf.bench import need_data_dir
+
+    d = need_data_dir("cache")
     rows = []
     for name in ("tiny-llada", "tiny-dream"):
         res = _worker(f"cache_worker({str(d / 'models' / (name + '.gguf'))!r}, "

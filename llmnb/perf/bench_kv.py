@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-TEXT = Path(__file__).resolve().parents[2] / "data" / "text" / "persuasion.txt"
 POLICIES: list[tuple[str, str, int, int | None]] = [      # (policy, scope, sinks, recent)
     ("initial_key", "layer", 4, None),
     ("initial_key", "global", 4, None),
@@ -35,14 +34,17 @@ POLICIES: list[tuple[str, str, int, int | None]] = [      # (policy, scope, sink
 
 
 def bench_kv(ctx: int = 512, budgets: tuple[int, ...] = (32, 64, 128, 256), chunks: int = 1,
-             model: str = "smollm2-135m", text: Path = TEXT, window: int = 8,
+             model: str = "smollm2-135m", text: Path | None = None, window: int = 8,
              threads: int = 1) -> list[dict[str, Any]]:
     import llmnb
     from llmnb.ar.kv_cache import KVCache
     from llmnb.ar.kv_eviction import check_budget
 
+    from llmnb.perf.bench import need_data_dir
+
     m = llmnb.load(model)
-    body = text.read_text(encoding="utf-8")
+    path = text if text is not None else need_data_dir("kv") / "text" / "persuasion.txt"
+    body = path.read_text(encoding="utf-8")
     rows: list[dict[str, Any]] = []
     mib = 1 << 20
     with llmnb.threads(threads):

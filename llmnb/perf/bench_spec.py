@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "data" / "models" / "tiny-ar.gguf"
+from llmnb.perf.bench import need_data_dir
+
 
 PARAGRAPH = ("The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins "
              "with a single step. All that glitters is not gold. Actions speak louder than words, "
@@ -89,7 +89,8 @@ MAX_NEW = {"tiny-ar": 64, "smollm2-135m": 64}
 
 
 def tiny_sets(per_family: int = 3) -> dict[str, list[tuple[str, bool]]]:
-    rows = [json.loads(line) for line in (ROOT / "data" / "eval" / "tiny_heldout.jsonl").open()]
+    heldout = need_data_dir("spec") / "eval" / "tiny_heldout.jsonl"
+    rows = [json.loads(line) for line in heldout.open()]
     return {name: [(r["prompt"], True) for fam in fams
                    for r in [x for x in rows if x["family"] == fam][:per_family]]
             for name, fams in TINY_FAMILIES.items()}
@@ -104,7 +105,8 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
 
     rows: list[dict[str, Any]] = []
     with llmnb.threads(threads), tempfile.TemporaryDirectory() as tmp:
-        path = TINY if model == "tiny-ar" else llmnb.hub.resolve(model)
+        path = (need_data_dir("spec") / "models" / "tiny-ar.gguf" if model == "tiny-ar"
+                else llmnb.hub.resolve(model))
         m = llmnb.load(path)
         m.transformer                                            # weights ready before timing
         sets = tiny_sets() if model == "tiny-ar" else SMOL_SETS
