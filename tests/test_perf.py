@@ -263,3 +263,20 @@ def test_a_bench_worker_imports_the_installed_llmnb_not_a_folder_in_the_current_
     where = run_worker("llmnb.perf.machine", "__import__('llmnb').__file__", "test")
     assert Path(where).resolve() == Path(llmnb.__file__).resolve()
     assert data_dir() is None                        # no data/ here, and no LLMNB_DATA
+
+
+def test_the_readme_benchmark_section_is_what_bench_readme_writes_from_docs_bench_json() -> None:
+    import importlib.util
+
+    root = Path(__file__).parent.parent
+    spec = importlib.util.spec_from_file_location("bench_readme", root / "tools" / "bench_readme.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = json.loads((root / "docs" / "bench.json").read_text())
+    readme = (root / "README.md").read_text()
+    lines = [ln for ln in mod.markdown(data, Path("docs/benchmarks.png")).splitlines()
+             if ln and not ln.startswith("Produced by")]
+    assert len(lines) > 40
+    missing = [ln for ln in lines if ln not in readme]
+    assert not missing, f"README.md differs from tools/bench_readme.py docs/bench.json: {missing[:3]}"

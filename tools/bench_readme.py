@@ -31,6 +31,19 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                 ("AR scaling", "ar_scaling", ".2f"), ("diffusion step ms", "diffusion_step_ms", ".0f"),
                 ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
                 ("diffusion scaling", "diffusion_scaling", ".2f")],
+    "cache": [("model", "model", ""), ("setting", "setting", ""), ("prompts", "prompts", ""),
+              ("seconds", "seconds", ".2f"), ("speed-up", "speedup", ".2f"),
+              ("fidelity", "fidelity", ".1%"), ("exact match", "accuracy", ".1%"),
+              ("mean steps", "mean_steps", ".2f")],
+    "kv": [("policy", "policy", ""), ("scores", "scope", ""), ("budget", "budget", ""),
+           ("sinks", "sinks", ""), ("recent", "recent", ""), ("KV MiB", "kv_mib", ".1f"),
+           ("perplexity", "ppl", ".2f"), ("vs full", "delta_pct", "+.1f")],
+    "spec": [("model", "model", ""), ("threads", "threads", ""), ("set", "set", ""),
+             ("drafters", "drafters", ""), ("prompts", "prompts", ""),
+             ("speed-up (geo. mean)", "speedup_geomean", ".2f"), ("min", "speedup_min", ".2f"),
+             ("max", "speedup_max", ".2f"), ("plain tok/s", "plain_tok_s", ".1f"),
+             ("spec tok/s", "spec_tok_s", ".1f"), ("tokens per target pass", "tok_per_fwd", ".2f"),
+             ("acceptance", "acceptance", ".0%")],
 }
 TITLES = {
     "gguf": "Opening a model file: llmnb's reader vs gguf-py's GGUFReader",
@@ -38,6 +51,13 @@ TITLES = {
     "ar": "AR generation, SmolLM2-135M (prompt 128, decode 32); roofline = GEMV bandwidth / F32 weight bytes",
     "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked)",
     "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
+    "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (every 2nd held-out "
+             "prompt, 48 positions, 16 even steps, 1 thread); speed-up and fidelity against the "
+             "uncached run with the same blocks",
+    "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt (one 512-token "
+          "window, 1 thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
+    "spec": "Speculative decoding vs plain greedy decoding, identical tokens asserted; speed-up = "
+            "plain / speculative wall time of the whole generate call, geometric mean over the set",
 }
 NOT_SECTIONS = {"command", "machine", "repeats"}
 AR_CONTEXT = 128 + 16          # bench ar: prompt 128, decode 32 -> keys seen by the middle token
@@ -101,11 +121,12 @@ def machine_lines(m: dict[str, Any], repeats: Any) -> list[str]:
                           "ridge FLOP/byte"], rows)
 
 
-def markdown(data: dict[str, Any], plot: Path | None) -> str:
-    cmd = data.get("command", "llmnb bench all")
+def markdown(data: dict[str, Any], plot: Path | None, command: str | None = None) -> str:
+    cmd = command or data.get("command", "llmnb bench all")
     out = ["## Benchmarks", "",
-           f"Produced by `{cmd} --json > bench.json` and `python tools/bench_readme.py bench.json`; "
-           "run both to reproduce on your machine.", ""]
+           f"Produced by `{cmd} --json > bench.json` and `python tools/bench_readme.py bench.json"
+           + (f" --plot {plot.as_posix()}" if plot is not None else "")
+           + "`; run both to reproduce on your machine.", ""]
     out += machine_lines(data["machine"], data.get("repeats"))
     for name, rows in data.items():
         if name in NOT_SECTIONS or not isinstance(rows, list) or not rows:
@@ -164,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("json", type=Path, help="the output of `llmnb bench all --json` (- for stdin)")
     p.add_argument("--plot", type=Path, default=None, help="write the figure here (PNG)")
+    p.add_argument("--command", default=None, help="the exact command that made the JSON, "
+                   "environment included, when it says more than the JSON's own record")
     a = p.parse_args(argv)
     text = sys.stdin.read() if str(a.json) == "-" else a.json.read_text()
     try:
@@ -175,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     if a.plot is not None:
         figure(data, a.plot)
-    sys.stdout.write(markdown(data, a.plot))
+    sys.stdout.write(markdown(data, a.plot, a.command))
     return 0
 
 

@@ -190,10 +190,14 @@ def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] 
          peer: str | None = None) -> int:
     """Machine facts (the roofs measured now, at `threads`), then each bench `what` names."""
     names = list(BENCHES) if what == "all" else [what]
+    command = " ".join(["llmnb bench", what]
+                       + ([f"--repeats {repeats}"] if repeats != 5 else [])
+                       + ([f"--threads {' '.join(map(str, threads))}"] if threads else [])
+                       + ([f"--peer {peer}"] if peer else []))
     threads = threads or default_thread_counts(physical_cores())
     facts = probe(threads=threads, refresh=True,
                   progress=lambda m: print(f"bench: {m}", file=sys.stderr))
-    results: dict[str, Any] = {"command": "llmnb bench " + what, "machine": facts.to_json(),
+    results: dict[str, Any] = {"command": command, "machine": facts.to_json(),
                                "repeats": repeats}
     if not as_json:
         print("# machine")
