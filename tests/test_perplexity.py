@@ -39,7 +39,9 @@ def test_half_rule_scores_the_second_half_of_each_window_by_hand() -> None:
         logits = m.forward(w)
         nll += list(token_nll(logits[ctx // 2:ctx - 1], w[ctx // 2 + 1:]))
     assert r.n_scored == len(nll) == (len(ids) // ctx) * (ctx - ctx // 2 - 1)
-    assert r.ppl == pytest.approx(math.exp(np.mean(nll)), rel=1e-9)
+    # the scored rows go through the head as a few-rows product, the by-hand forward as a full
+    # matrix product: float32 logits that differ in the last bits, ~1e-6 in the perplexity
+    assert r.ppl == pytest.approx(math.exp(np.mean(nll)), rel=1e-5)
     full = perplexity(m, text, ctx=ctx, rule="full")
     assert full.n_scored == (len(ids) // ctx) * (ctx - 1)
 
