@@ -80,8 +80,10 @@ class Drafter:
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler,
                 rng: np.random.Generator) -> Draft:
-        """Up to `k` tokens to follow `context` (the whole committed sequence)."""
-        raise NotImplementedError
+        """Up to `k` tokens to follow `context` (the whole committed sequence). ``Drafter`` is
+        the base every kind extends; it has no proposal of its own."""
+        raise TypeError(f"{type(self).__name__} does not override Drafter.propose: a drafter "
+                        f"kind must say how it proposes tokens")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

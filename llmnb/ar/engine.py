@@ -98,14 +98,8 @@ class Generator:
                              f"context of {self.cache.capacity} (the model's is "
                              f"{self.model.config.n_ctx})")
         t0 = time.perf_counter()
-        if isinstance(self.cache, EvictingKVCache):     # pieces that fit its slots
-            done = 0
-            while done < len(ids):
-                n = min(len(ids) - done, self.cache.room)
-                self._forward(ids[done:done + n])
-                done += n
-        else:
-            self._forward(ids)
+        for a, b in self.cache.pieces(len(ids)):   # one pass, or pieces an evicting cache fits
+            self._forward(ids[a:b])
         self.stats.prefill_s = time.perf_counter() - t0
         self.stats.prompt_tokens = len(ids)
         self.state = PREFILLED

@@ -9,6 +9,8 @@ decoding rolls back rejected tokens this way, with no copying).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import numpy.typing as npt
 
@@ -27,6 +29,21 @@ class KVCache:
         self.capacity = capacity
         self.length = 0          # positions committed so far
         self._pending = 0        # positions written by the forward pass in progress
+
+    @property
+    def room(self) -> int:
+        """Positions the next forward pass may add."""
+        return self.capacity - self.length
+
+    def pieces(self, n: int) -> Iterator[tuple[int, int]]:
+        """Spans [a, b) that feed an input of `n` positions in passes that fit, each as long as
+        ``room`` allows when it is reached (commit a pass before taking the next span): one
+        span here, several for a cache that holds fewer positions than it has seen."""
+        done = 0
+        while done < n:
+            step = max(1, min(n - done, self.room))      # no room at all: update says so
+            yield done, done + step
+            done += step
 
     def update(self, layer: int, k: F32, v: F32) -> tuple[F32, F32]:
         """Write k, v (n_kv, T, hd) at positions length..length+T; return (n_kv, length+T, hd)."""

@@ -62,13 +62,9 @@ def streaming_hidden(model: Model, window: npt.NDArray[np.int64], cache: Evictin
     pass as it has room for (``cache.room``; with ``chunk=1``: budget + 1, then one at a time)."""
     tr = model.transformer
     out = np.empty((len(window), model.config.n_embd), dtype=np.float32)   # (n, d)
-    done = 0
-    while done < len(window):
-        n = min(len(window) - done, cache.room)
-        out[done:done + n] = tr.hidden(window[done:done + n], start=cache.length, cache=cache,
-                                       causal=True)
+    for a, b in cache.pieces(len(window)):
+        out[a:b] = tr.hidden(window[a:b], start=cache.length, cache=cache, causal=True)
         cache.commit()
-        done += n
     return out
 
 

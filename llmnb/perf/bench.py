@@ -44,11 +44,13 @@ def data_dir() -> Path | None:
     return None
 
 
+NO_DATA = "no data/eval/tiny_heldout.jsonl here (run from the repository root or set LLMNB_DATA)"
+
+
 def need_data_dir(what: str) -> Path:
     d = data_dir()
     if d is None:
-        raise UsageError(f"bench {what}: no data/eval/tiny_heldout.jsonl here (run from the "
-                         f"repository root or set LLMNB_DATA)")
+        raise UsageError(f"bench {what}: {NO_DATA}")
     return d
 
 
@@ -109,6 +111,13 @@ def _needs(name: str, what: str) -> bool:
     return False
 
 
+def _has_data(what: str) -> bool:
+    if data_dir() is not None:
+        return True
+    print(f"bench {what}: {NO_DATA}; skipped", file=sys.stderr)
+    return False
+
+
 def _gguf(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
     return bench_gguf(repeats)
 
@@ -136,11 +145,7 @@ def _diffusion(repeats: int, threads: list[int] | None,
 def _cache(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_diffusion import cache_rows
 
-    if data_dir() is None:
-        print("bench cache: no data/eval/tiny_heldout.jsonl here (run from the repository root or "
-              "set LLMNB_DATA); skipped", file=sys.stderr)
-        return None
-    return cache_rows()
+    return cache_rows() if _has_data("cache") else None
 
 
 def _scaling(repeats: int, threads: list[int] | None,
@@ -153,17 +158,14 @@ def _scaling(repeats: int, threads: list[int] | None,
 def _kv(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_kv import bench_kv
 
-    if data_dir() is None:
-        print("bench kv: no data/ here (run from the repository root or set LLMNB_DATA); "
-              "skipped", file=sys.stderr)
-        return None
-    return bench_kv() if _needs("smollm2-135m", "kv") else None
+    return bench_kv() if _has_data("kv") and _needs("smollm2-135m", "kv") else None
 
 
-def _spec(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
+def _spec(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_spec import bench_spec
 
-    return bench_spec(repeats=min(repeats, 3), threads=threads)   # tiny-ar always; SmolLM2 if pulled
+    # tiny-ar (from data/) always; SmolLM2 if pulled
+    return bench_spec(repeats=min(repeats, 3), threads=threads) if _has_data("spec") else None
 
 
 BENCHES: dict[str, tuple[str, BenchFn]] = {
