@@ -1,15 +1,19 @@
-"""Evaluate tiny-ar through llmnb itself, and check the embedded tokenizer (issue 4).
+"""Evaluate the tiny models through llmnb itself, and check the embedded tokenizer (issue 4).
 
-- Held-out exact match per task family: ``llmnb.generate(m, prompt, chat=True)`` (greedy, the
-  file's ChatML template, no system prompt), the answer stripped and compared with the
-  expected text of ``data/eval/tiny_heldout.jsonl``.
+- Held-out exact match per task family, the answer stripped and compared with the expected
+  text of ``data/eval/tiny_heldout.jsonl``: tiny-ar by ``llmnb.generate(m, prompt, chat=True)``
+  (greedy, the file's ChatML template, no system prompt); tiny-llada and tiny-dream by
+  ``llmnb.diffuse`` (48 positions, 16 steps, even schedule, probability remasking, no cache,
+  temperature 0), in one block and in two blocks of 24 (``eval_llmnb``, ``eval_llmnb_blocks``
+  in ``<name>.json``).
 - Tokenizer: ``m.tokenizer.encode`` equals the ``tokenizers`` tokenizer trained by
   ``tiny_tokenizer.py`` (``data/models/tiny-tokenizer.json``) on the held-out set and on a
   sample of the training corpus, and decoding round-trips; for every shipped GGUF.
 
 Needs only llmnb (no torch): run it with the project's venv.
 
-    .venv/bin/python tools/eval_tiny.py                    # tiny-ar accuracy + tokenizer checks
+    .venv/bin/python tools/eval_tiny.py                    # accuracy + tokenizer checks
+    .venv/bin/python tools/eval_tiny.py --table            # data/models/README.md's table
     .venv/bin/python tools/eval_tiny.py --tokenizer-only
 """
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +63,13 @@ def check_tokenizer(path: Path, n_corpus: int = 2000) -> dict[str, Any]:
             "vocab": m.tokenizer.vocab_size}
 
 
-def evaluate_ar(path: Path) -> dict[str, Any]:
-    m = llmnb.load(path)
+def evaluate(answer: Callable[[str], str], method: str) -> dict[str, Any]:
+    """Held-out exact match of `answer(prompt)` (stripped) per task family."""
     per = {f: [0, 0] for f in FAMILIES}
     misses = []
     t0 = time.perf_counter()
     for e in read_heldout():
-        r = llmnb.generate(m, e.prompt, max_new_tokens=48, chat=True)
-        text = r.text.strip()
+        text = answer(e.prompt).strip()
         ok = text == e.answer
         per[e.family][0] += ok
         per[e.family][1] += 1
@@ -73,13 +77,30 @@ def evaluate_ar(path: Path) -> dict[str, Any]:
             misses.append({"prompt": e.prompt, "expected": e.answer, "got": text})
     correct = sum(c for c, _ in per.values())
     total = sum(n for _, n in per.values())
-    return {"method": "llmnb.generate(m, prompt, max_new_tokens=48, chat=True), greedy, "
-                      "the GGUF's ChatML template, no system prompt; exact match after strip()",
+    return {"method": method,
             "overall": round(correct / total, 4), "correct": correct, "total": total,
             "macro": round(sum(c / n for c, n in per.values()) / len(per), 4),
             "per_family": {f: {"correct": c, "total": n, "accuracy": round(c / n, 4)}
                            for f, (c, n) in per.items()},
             "seconds": round(time.perf_counter() - t0, 1), "misses": misses}
+
+
+def evaluate_ar(path: Path) -> dict[str, Any]:
+    m = llmnb.load(path)
+    return evaluate(lambda p: llmnb.generate(m, p, max_new_tokens=48, chat=True).text,
+                    "llmnb.generate(m, prompt, max_new_tokens=48, chat=True), greedy, the GGUF's "
+                    "ChatML template, no system prompt; exact match after strip()")
+
+
+def evaluate_diffusion(path: Path, block_length: int | None = None) -> dict[str, Any]:
+    m = llmnb.load(path)
+    kw: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
+                          "remasking": "probability", "block_length": block_length,
+                          "cache": False}
+    with llmnb.threads(1):
+        return evaluate(lambda p: llmnb.diffuse(m, p, **kw).text,
+                        "llmnb.diffuse(m, prompt, " + ", ".join(f"{k}={v!r}" for k, v in kw.items())
+                        + "), temperature 0; exact match after strip()")
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -146,9 +167,12 @@ def markdown_table() -> str:
         if not path.exists():
             continue
         report = json.loads(path.read_text())
-        for key, label in (("eval_llmnb", "llmnb greedy"), ("eval_torch", "torch-side")):
-            if key in report:
-                cols.append((f"{name} ({label})", report[key]))
+        if "eval_llmnb" in report:
+            cols.append((name, report["eval_llmnb"]))
+    for name in NAMES[1:]:                            # the diffusion models in two blocks
+        report = json.loads((MODELS / f"{name}.json").read_text())
+        if "eval_llmnb_blocks" in report:
+            cols.append((f"{name}, 2 blocks", report["eval_llmnb_blocks"]))
     lines = ["| family | " + " | ".join(c for c, _ in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for f in FAMILIES:
@@ -185,12 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         report_path = MODELS / f"{name}.json"
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         report["tokenizer_check_llmnb"] = tk
-        if name == "tiny-ar" and not args.tokenizer_only:
-            ev = evaluate_ar(path)
-            report["eval_llmnb"] = ev
-            print(f"{name}: llmnb greedy held-out exact match {ev['overall']:.3f} "
-                  + " ".join(f"{f}={v['accuracy']:.2f}" for f, v in ev["per_family"].items()),
-                  file=sys.stderr)
+        if not args.tokenizer_only:
+            runs = ({"eval_llmnb": evaluate_ar(path)} if name == "tiny-ar" else
+                    {"eval_llmnb": evaluate_diffusion(path),
+                     "eval_llmnb_blocks": evaluate_diffusion(path, block_length=24)})
+            report |= runs
+            for key, ev in runs.items():
+                print(f"{name}: {key} held-out exact match {ev['correct']}/{ev['total']} "
+                      + " ".join(f"{f}={v['accuracy']:.2f}" for f, v in ev["per_family"].items()),
+                      file=sys.stderr)
         if args.llama_bin is not None:
             lc = llamacpp_checks(name, path, args.llama_bin)
             report["llamacpp"] = lc
