@@ -11,6 +11,8 @@ The verify batch's cost depends on the BLAS kernel: numpy's OpenBLAS picks its k
 (``OPENBLAS_CORETYPE`` overrides it, and the machine facts printed first name it); on the AMD EPYC
 machines here a T-row pass of SmolLM2 cost 3.4 decode steps at T = 8 with the SkylakeX kernel
 and 2.2 with the Haswell one (1 thread), and every speed-up follows that ratio.
+``python -m llmnb.perf.bench_spec`` prints that cost, c(T) in decode steps, for T = 1 ... 33
+rows (``verify_costs``).
 
 Prompt sets. ``copy+code``: copying and editing tasks (text the answer repeats from the
 prompt, where prompt lookup shines) and code (where it does not); ``prose``: open-ended
@@ -27,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +187,59 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
             rows.extend(run_worker("llmnb.perf.bench_spec", f"worker({model!r}, {n}, {repeats})",
                                    "spec"))
     return rows
+
+
+VERIFY_ROWS = (1, 2, 3, 4, 6, 8, 16, 33)
+
+
+def verify_costs(model: str = "smollm2-135m", threads: int = 1,
+                 rows: tuple[int, ...] = VERIFY_ROWS, repeats: int = 5,
+                 context: int = 150) -> list[dict[str, Any]]:
+    """What a verify batch of T rows costs after `context` cached tokens: median seconds of
+    ``llmnb.ar.speculative.verify`` (T = 1 is a plain decode step) and the ratio to T = 1, the
+    c(T) / t_1 that ``VerifyCosts`` predicts."""
+    import numpy as np
+
+    import llmnb
+    from llmnb.ar.kv_cache import KVCache
+    from llmnb.ar.speculative import verify
+    from llmnb.perf.bench import median_time
+
+    with llmnb.threads(threads):
+        m = llmnb.load(model)
+        tr = m.transformer
+        cache = KVCache(m.config, context + max(rows))
+        tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
+                   last_only=True)
+        cache.commit()
+
+        def batch(t: int) -> Callable[[], None]:
+            def run() -> None:
+                verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
+                cache.truncate(context)
+            return run
+
+        secs = [median_time(batch(t), repeats) for t in rows]
+    return [{"model": model, "threads": threads, "rows": t, "ms": 1e3 * s,
+             "decode_steps": s / secs[0]} for t, s in zip(rows, secs)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from llmnb.perf.bench import _print_rows
+
+    p = argparse.ArgumentParser(prog="python -m llmnb.perf.bench_spec",
+                                description="the cost of a verify batch of T rows in decode steps "
+                                            "(llmnb bench spec measures the speed-ups)")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    a = p.parse_args(argv)
+    for n in a.threads:
+        _print_rows(f"verify batch cost, {a.model}, {n} thread(s), 150 cached tokens, median of 5",
+                    verify_costs(a.model, n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
