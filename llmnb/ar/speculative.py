@@ -48,7 +48,7 @@ was verified in, with b = n - a its bubble:
     b > 0:                K_j <- max(1, K_j - ceil(b / 2))            (give back half the bubble)
 
 With costs (``gate=True``, the default). On a CPU a verify batch is not free: a product over a
-few rows runs far below the speed of the matrix-vector product of a decode step (notebook 09
+few rows runs far below the speed of the matrix-vector product of a decode step (notebook 10
 draws the curve). ``VerifyCosts`` predicts c(T), the seconds of a batch of T rows, as t_1 times
 a prior shape in decode steps, one shape per regime of ``llmnb.model.blocks.linear``:
 

@@ -25,7 +25,7 @@ F32 = npt.NDArray[np.float32]
 # call is 2-3 matrix-vector products on the machines here: walking the weight in column blocks
 # of COL_BLOCK, the first row streams a block from memory and the others find it in cache.
 # Measured with 1 thread (SmolLM2-135M's matrices, T = 2/4/6): 1.6/2.2/2.8 decode steps
-# against 3.1/3.3/3.5 for the matrix-matrix product. ``notebooks/09`` shows the curve.
+# against 3.1/3.3/3.5 for the matrix-matrix product. ``notebooks/10`` shows the curve.
 FEW_ROWS = 6
 COL_BLOCK = 1024
 

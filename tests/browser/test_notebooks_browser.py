@@ -9,10 +9,10 @@ would see it.
 
 Which notebooks: the ones whose code displays widgets (found by reading their code cells), and
 at least 08_roofline (the roofline explorer and the thread-scaling runner) and
-11_masked_diffusion (the denoising viewer), which also get a check that their control changes
+12_masked_diffusion (the denoising viewer), which also get a check that their control changes
 what the widget shows. Every notebook's code already runs under nbval; a notebook without
 widgets has nothing more for a browser to find, while each one opened costs a page load, a
-kernel and a second run of all its cells (notebook 11: about 25 s here against nbval's 4 s), so
+kernel and a second run of all its cells (notebook 12: about 25 s here against nbval's 4 s), so
 opening all of them would slow CI by minutes for no new check.
 
 Each notebook must finish without an error output; every widget output must render as a widget
@@ -414,7 +414,7 @@ def _shot(loc: Any, name: str) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 def check_denoising_viewer(page: Any) -> None:
-    """Notebook 11: one step forward on the viewer's slider commits tokens on the canvas."""
+    """Notebook 12: one step forward on the viewer's slider commits tokens on the canvas."""
     box = page.locator(".widget-vbox").filter(
         has=page.locator(".widget-label", has_text=re.compile(r"^step$"))).last
     slider = _slider(box, "step")
@@ -462,7 +462,7 @@ def check_roofline(page: Any) -> None:
 
 CHECKS: dict[str, Callable[[Any], None]] = {
     "08_roofline.ipynb": check_roofline,
-    "11_masked_diffusion.ipynb": check_denoising_viewer,
+    "12_masked_diffusion.ipynb": check_denoising_viewer,
 }
 
 
