@@ -6,8 +6,10 @@
   template, no system prompt); tiny-llada and tiny-dream by ``llmnb.diffuse`` on 48 positions
   (one block, temperature 0, no cache) three ways: 16 steps of low_confidence (the cosine
   schedule), ONE step (all 48 positions committed at once), and entropy_exit (at most 16
-  steps, threshold 1.5 nats; its mean steps too), plus entropy_exit's threshold sweep
-  (``eval_llmnb`` in ``<name>.json``).
+  steps, threshold 1.5 nats; its mean steps too); then, on every ``--sweep-every``-th prompt,
+  entropy_exit's threshold sweep, the remasking rules at 16 steps, and the inter-step caches
+  (diffuse-cpp's; Fast-dLLM's prefix and dual on two blocks of 24) against the uncached run:
+  tokens equal, validity, positions recomputed (``eval_llmnb`` in ``<name>.json``).
 - Tokenizer: ``m.tokenizer.encode`` equals the ``tokenizers`` tokenizer trained by
   ``tiny_tokenizer.py`` (``data/models/tiny-tokenizer.json``) on the held-out set and on a
   sample of the training corpus, and decoding round-trips; for every shipped GGUF.
@@ -52,6 +54,15 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "entropy_exit": {"steps": 16, "scheduler": "entropy_exit", "entropy_threshold": 1.5},
 }
 SWEEP = (0.05, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+RULES = ("low_confidence", "probability", "topk_margin", "entropy", "random")
+# The inter-step caches, each against the uncached run with the same blocks: diffuse-cpp's on
+# one block of 48, Fast-dLLM's prefix and dual caches on two blocks of 24 (they work per block).
+CACHES: dict[str, dict[str, Any]] = {
+    "diffuse-cpp": {},
+    "prefix": {"block_length": 24, "cache_policy": "prefix"},
+    "dual": {"block_length": 24, "cache_policy": "dual"},
+}
+NOT_SETTINGS = ("entropy_exit_sweep", "remasking", "cache")
 
 
 def kind(e: HeldOut) -> str:
@@ -143,7 +154,51 @@ def evaluate_diffusion(path: Path, held: list[HeldOut], sweep_every: int) -> dic
             ev = evaluate(held[::sweep_every], diffusion_answer(m, kw), "")
             sweep.append({"threshold": h, **{k: ev[k] for k in KINDS}})
         out["entropy_exit_sweep"] = {"every": sweep_every, "points": sweep}
+        sub = held[::sweep_every]
+        rules = {}
+        for rule in RULES:
+            kw = DIFFUSE | SETTINGS["16 steps"] | {"remasking": rule}
+            ev = evaluate(sub, diffusion_answer(m, kw), "")
+            rules[rule] = {k: ev[k] for k in KINDS}
+        out["remasking"] = {"every": sweep_every, "steps": 16, "rules": rules}
+        out["cache"] = {"every": sweep_every, "steps": 16,
+                        "policies": {name: evaluate_cache(m, sub, setting)
+                                     for name, setting in CACHES.items()}}
     return out
+
+
+def evaluate_cache(m: Any, held: list[HeldOut], setting: dict[str, Any]) -> dict[str, Any]:
+    """One cache policy against the uncached run with the same blocks, 16 steps, per kind of
+    prompt: fidelity (canvas tokens equal to the uncached run's; prompts whose whole canvas
+    is equal), validity of both, and the share of canvas positions the cached steps
+    recomputed (the work the cache leaves)."""
+    blocks = {"block_length": setting["block_length"]} if "block_length" in setting else {}
+    plain_kw = DIFFUSE | SETTINGS["16 steps"] | blocks
+    cached_kw = plain_kw | {"cache": True} | setting
+    fields = ("prompts", "equal", "tokens", "identical", "valid_uncached", "valid_cached",
+              "recomputed", "positions")
+    per = {k: dict.fromkeys(fields, 0) for k in KINDS}
+    for e in held:
+        plain = llmnb.diffuse(m, e.prompt, **plain_kw)
+        cached = llmnb.diffuse(m, e.prompt, **cached_kw)
+        c = per[kind(e)]
+        c["prompts"] += 1
+        c["equal"] += sum(a == b for a, b in zip(plain.tokens, cached.tokens))
+        c["tokens"] += len(plain.tokens)
+        c["identical"] += plain.tokens == cached.tokens
+        c["valid_uncached"] += e.valid(plain.text)
+        c["valid_cached"] += e.valid(cached.text)
+        c["recomputed"] += sum(cached.stats.active_positions)
+        c["positions"] += (len(plain.prompt_ids) + GEN_LENGTH) * cached.steps_taken
+    return {"method": "llmnb.diffuse(m, prompt, " + ", ".join(
+                f"{k}={v!r}" for k, v in cached_kw.items()) + ") against cache=False",
+            **{k: {"prompts": c["prompts"],
+                   "token_fidelity": round(c["equal"] / c["tokens"], 4),
+                   "identical_prompts": c["identical"],
+                   "validity_uncached": round(c["valid_uncached"] / c["prompts"], 4),
+                   "validity_cached": round(c["valid_cached"] / c["prompts"], 4),
+                   "recomputed": round(c["recomputed"] / c["positions"], 4)}
+               for k, c in per.items() if c["prompts"]}}
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -209,7 +264,7 @@ def columns() -> list[tuple[str, dict[str, Any]]]:
         path = MODELS / f"{name}.json"
         report = json.loads(path.read_text()) if path.exists() else {}
         for setting, ev in report.get("eval_llmnb", {}).items():
-            if setting != "entropy_exit_sweep":
+            if setting not in NOT_SETTINGS:
                 cols.append((f"{name} {setting}", ev))
     return cols
 
@@ -225,7 +280,8 @@ def markdown_table() -> str:
     lines = ["| family | " + " | ".join(c for c, _ in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for f in FAMILIES:
-        lines.append(f"| {f} | " + " | ".join(cell(ev["per_family"][f]) for _, ev in cols) + " |")
+        lines.append(f"| {f} | " + " | ".join(cell(ev["per_family"][f]) if f in ev["per_family"]
+                                              else "-" for _, ev in cols) + " |")
     for k in KINDS:
         lines.append(f"| **{k}-answer** | " + " | ".join(
             f"**{cell(ev[k])}**" for _, ev in cols) + " |")
@@ -235,17 +291,40 @@ def markdown_table() -> str:
     lines += ["", "| entropy_exit threshold (nats) | " + " | ".join(
         f"{name}: {k} valid, steps" for name in NAMES[1:] for k in KINDS) + " |",
         "|---:|" + "---:|" * 4]
-    sweeps = []
-    for name in NAMES[1:]:
-        path = MODELS / f"{name}.json"
-        report = json.loads(path.read_text()) if path.exists() else {}
-        sweeps.append(report.get("eval_llmnb", {}).get("entropy_exit_sweep", {}).get("points"))
-    if all(sweeps):
+    evs = [diffusion_report(name) for name in NAMES[1:]]
+    if all("entropy_exit_sweep" in ev for ev in evs):
+        sweeps = [ev["entropy_exit_sweep"]["points"] for ev in evs]
         for i, point in enumerate(sweeps[0]):
             row = [f"{100 * sw[i][k]['validity']:.0f}%, {sw[i][k]['mean_steps']:.2f}"
                    for sw in sweeps for k in KINDS]
             lines.append(f"| {point['threshold']} | " + " | ".join(row) + " |")
+    if all("remasking" in ev for ev in evs):
+        lines += ["", "| remasking rule, 16 steps | " + " | ".join(
+            f"{name}: {k}" for name in NAMES[1:] for k in KINDS) + " |", "|---|" + "---:|" * 4]
+        for rule in RULES:
+            lines.append(f"| {rule} | " + " | ".join(
+                cell(ev["remasking"]["rules"][rule][k]) for ev in evs for k in KINDS) + " |")
+    if all("cache" in ev for ev in evs):
+        lines += ["", "| cache, 16 steps | kind | tokens equal to no cache | identical canvases "
+                  "| valid, no cache | valid, cached | positions recomputed |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for name, ev in zip(NAMES[1:], evs):
+            for policy, c in ev["cache"]["policies"].items():
+                for k in KINDS:
+                    r = c[k]
+                    lines.append(f"| {name} {policy} | {k} | {100 * r['token_fidelity']:.1f}% | "
+                                 f"{r['identical_prompts']}/{r['prompts']} | "
+                                 f"{100 * r['validity_uncached']:.0f}% | "
+                                 f"{100 * r['validity_cached']:.0f}% | "
+                                 f"{100 * r['recomputed']:.0f}% |")
     return "\n".join(lines)
+
+
+def diffusion_report(name: str) -> dict[str, Any]:
+    path = MODELS / f"{name}.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    ev: dict[str, Any] = report.get("eval_llmnb", {})
+    return ev
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
             report["eval_llmnb"] = ev
             report.pop("eval_llmnb_blocks", None)
             for setting, r in ev.items():
+                if setting in ("remasking", "cache"):
+                    print(f"{name}: {setting} {json.dumps(r)}", file=sys.stderr)
+                    continue
                 if setting == "entropy_exit_sweep":
                     print(f"{name}: entropy_exit sweep " + "; ".join(
                         f"{p['threshold']}: " + " ".join(
