@@ -10,8 +10,9 @@ Writes ``tests/fixtures/tokenizer/<name>_llamacpp_ids.json``.
 
 Models: the hub's SmolLM2-135M, Qwen2.5-Coder-0.5B and Gemma 3 270M (``llmnb pull`` them
 first), a tiny SentencePiece vocabulary of llmnb's own (written here), and llama.cpp's own
-vocabulary-only test files (``--vocab-dir``, its ``models/`` folder) for the
-SentencePiece, Llama 3 and GPT-2 pre-tokenizers. Needs no network. CI never runs this.
+vocabulary-only test files, one per pre-tokenizer or vocabulary kind (``make vocab`` unpacks
+them into the cache; ``--vocab-dir`` names another ``models/`` folder). Needs no network.
+CI never runs this.
 """
 from __future__ import annotations
 
@@ -151,8 +152,10 @@ def write_tiny_spm(path: Path) -> None:
 
 
 HUB_MODELS = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b", "gemma3": "gemma3-270m"}
-VOCAB_FILES = {"llama_spm": "ggml-vocab-llama-spm.gguf", "llama_bpe": "ggml-vocab-llama-bpe.gguf",
-               "gpt2": "ggml-vocab-gpt-2.gguf"}
+# llama.cpp's vocabulary test files (those with .inp/.out tests): label -> file
+VOCABS = ["bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2",
+          "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+VOCAB_FILES = {"vocab_" + v.replace("-", "_"): f"ggml-vocab-{v}.gguf" for v in VOCABS}
 
 
 def sha256(path: Path) -> str:
@@ -239,7 +242,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llama-bin", type=Path, default=Path("/work/llama.cpp/build/bin"))
     ap.add_argument("--vocab-dir", type=Path, default=None,
-                    help="llama.cpp's models/ folder (ggml-vocab-*.gguf)")
+                    help="llama.cpp's models/ folder (ggml-vocab-*.gguf); default: where "
+                         "`make vocab` unpacks them, if there")
+    ap.add_argument("--only", nargs="+", default=None, metavar="LABEL",
+                    help="record only these labels (e.g. vocab_gemma_4 smollm2)")
     args = ap.parse_args()
     exe = args.llama_bin / "llama-tokenize"
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
@@ -248,15 +254,20 @@ def main() -> None:
 
     from llmnb import hub   # imported here: the tool also works for vocab files alone
 
+    wanted = (lambda label: True) if args.only is None else (lambda label: label in args.only)
     models: dict[str, Path] = {}
-    tiny = OUT_DIR / "tiny_spm.gguf"
-    write_tiny_spm(tiny)
-    models["tiny_spm"] = tiny
+    if wanted("tiny_spm"):
+        tiny = OUT_DIR / "tiny_spm.gguf"
+        write_tiny_spm(tiny)
+        models["tiny_spm"] = tiny
     for label, name in HUB_MODELS.items():
-        models[label] = hub.path(name)
-    if args.vocab_dir is not None:
+        if wanted(label):
+            models[label] = hub.path(name)
+    vocab_dir = args.vocab_dir or hub.cache_dir() / "vocab" / "llama-cpp-python-0.3.36"
+    if vocab_dir.is_dir():
         for label, fname in VOCAB_FILES.items():
-            models[label] = args.vocab_dir / fname
+            if wanted(label):
+                models[label] = vocab_dir / fname
     for label, path in models.items():
         data = record(exe, path, label, version_text)
         out = OUT_DIR / f"{label}_llamacpp_ids.json"

@@ -15,7 +15,7 @@ For these files ``config.arch`` is the model type and ``config.convention`` is `
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.reader import GGUFFile
@@ -25,6 +25,8 @@ FILE_ARCHS = (*SUPPORTED_ARCHS, "diffuse")    # what general.architecture may sa
 PERMUTED_ARCHS = ("llama", "llada")            # llama.cpp permutes their Q/K rows (NORM rope)
 DIFFUSE_PREFIXES = ("diffuse.", "qwen2.", "llama.")  # diffuse-cpp's key lookup order
 DIFFUSE_MODEL_TYPES = ("llada", "dream")
+# {arch}.rope.scaling.type values llmnb computes (llama3 comes as a rope_freqs tensor instead)
+ROPE_SCALINGS = ("none", "linear", "yarn", "llama3")
 
 
 class ModelError(LLMNBError):
@@ -33,7 +35,7 @@ class ModelError(LLMNBError):
     exit_code = EXIT_MODEL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ModelConfig:
     arch: str
     n_layer: int
@@ -51,10 +53,27 @@ class ModelConfig:
     shift_logits: bool
     tied_output: bool            # no output.weight: the token embedding is the output head
     qkv_bias: bool
-    rope_scaling: str            # "none", or "llama3" (rope_freqs.weight divides the frequencies)
+    rope_scaling: str            # "none", "linear", "yarn", or "llama3" (rope_freqs.weight
+                                 # divides the frequencies); blocks.rope_inv_freq computes them
     mask_token_id: int | None
     qk_permuted: bool = False    # Q/K rows in llama.cpp's interleaved order (llama/llada files)
     convention: str = "llama.cpp"  # "llama.cpp" or "diffuse" (diffuse-cpp's files)
+    # -- fields below are shown by repr only when they differ from their defaults ---------
+    rope_factor: float = 1.0     # linear / YaRN: how many times the trained context is stretched
+    rope_orig_ctx: int = 0       # YaRN: the context the model was trained on
+    rope_attn_factor: float = 1.0  # rope.scaling.attn_factor: multiplies cos and sin
+
+    def __repr__(self) -> str:
+        """Every field up to ``convention``; the later, family-specific ones only when set."""
+        parts: list[str] = []
+        late = False
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if late and value == f.default:
+                continue
+            parts.append(f"{f.name}={value!r}")
+            late = late or f.name == "convention"
+        return f"ModelConfig({', '.join(parts)})"
 
     @property
     def n_params_per_layer(self) -> int:
@@ -116,9 +135,7 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
     causal_default = arch in ("llama", "qwen2")
     causal = _get(f, f"{arch}.attention.causal", bool, causal_default)
     shift = _get(f, "diffusion.shift_logits", bool, arch == "dream")
-    # Llama-3 RoPE scaling comes as per-frequency divisors in a tensor (llama.cpp's converter)
-    scaling = "llama3" if "rope_freqs.weight" in f.tensors else _get(
-        f, f"{arch}.rope.scaling.type", str, "none")
+    scaling, factor, orig_ctx, attn_factor = _rope_scaling(f, arch)
     mask_id = f.fields.get("tokenizer.ggml.mask_token_id")
     if emb.shape[1] != n_embd:
         raise ModelError(f"{f.path}: token_embd.weight: expected {n_embd} columns, got {emb.shape}")
@@ -139,7 +156,38 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
         rope_scaling=scaling,
         mask_token_id=int(mask_id.value) if mask_id is not None and isinstance(mask_id.value, int) else None,
         qk_permuted=arch in PERMUTED_ARCHS,
+        rope_factor=factor, rope_orig_ctx=orig_ctx, rope_attn_factor=attn_factor,
     )
+
+
+def _rope_scaling(f: GGUFFile, arch: str) -> tuple[str, float, int, float]:
+    """(type, factor, original context, attention factor) of the file's RoPE scaling, read as
+    llama.cpp reads it: ``rope.scaling.type`` (absent: no scaling), ``rope.scaling.factor``
+    (or the older ``rope.scale_linear``; absent or 0: 1), ``rope.scaling.original_context_length``
+    (absent: the context length) and ``rope.scaling.attn_factor`` (absent: 1). Llama 3's scaling
+    comes as per-frequency divisors in a tensor (``rope_freqs.weight``) instead."""
+    kind = _get(f, f"{arch}.rope.scaling.type", str, "none")
+    assert isinstance(kind, str)
+    if kind not in ("none", "linear", "yarn"):
+        raise ModelError(f"{f.path}: {arch}.rope.scaling.type: expected none, linear or yarn "
+                         f"(the RoPE scalings llmnb computes), got {kind!r}")
+    factor = _float(f, f"{arch}.rope.scaling.factor", _float(f, f"{arch}.rope.scale_linear", 1.0))
+    if factor == 0.0:
+        factor = 1.0
+    if factor < 0.0 or factor != factor:
+        raise ModelError(f"{f.path}: {arch}.rope.scaling.factor: expected a positive number, "
+                         f"got {factor}")
+    orig_ctx = _int(f, f"{arch}.rope.scaling.original_context_length",
+                    _int(f, f"{arch}.context_length"))
+    if orig_ctx <= 0:
+        raise ModelError(f"{f.path}: {arch}.rope.scaling.original_context_length: expected a "
+                         f"positive length, got {orig_ctx}")
+    attn_factor = _float(f, f"{arch}.rope.scaling.attn_factor", 1.0)
+    if kind == "none":
+        factor = 1.0                               # llama.cpp never scales a 'none' file
+        if "rope_freqs.weight" in f.tensors:
+            kind = "llama3"
+    return kind, factor, orig_ctx, attn_factor
 
 
 def _diffuse_key(f: GGUFFile, name: str) -> str:

@@ -12,7 +12,10 @@ writes either of the two conventions the engine reads (DESIGN "Model files"):
   tokenizer (keep ``tokenizer.json`` beside the GGUF: ``llmnb.load`` looks for it there).
 
 ``outtype`` f16 stores 2-D weights as F16 and keeps 1-D norms and biases F32 (ggml's rule). A
-tied checkpoint (``tie_word_embeddings`` / ``weight_tying``) gets no ``output.weight``.
+tied checkpoint (``tie_word_embeddings`` / ``weight_tying``) gets no ``output.weight``. A
+``head_dim`` other than hidden / heads becomes ``attention.key_length``/``value_length`` and
+``rope.dimension_count``; ``rope_scaling`` linear and YaRN become ``rope.scaling.*`` keys and
+Llama 3's becomes the ``rope_freqs.weight`` divisors, as llama.cpp's converter writes them.
 
 Streaming: only the safetensors headers are read up front, the GGUF header and tensor table
 are written from them, then each tensor is read, converted and written before the next one is
@@ -28,6 +31,7 @@ keeps strict loaders (llama.cpp) happy, and ``ConvertResult.tokenizer`` says so.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -76,6 +80,24 @@ class HParams:
     theta: float
     tied: bool
     mask_token_id: int | None
+    head_dim: int = 0            # config.json's head_dim; 0: n_embd / n_head
+    rope: RopeScaling | None = None
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.n_embd // self.n_head
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """``rope_scaling`` / ``rope_parameters`` of config.json, as llama.cpp's converter keeps it:
+    linear and YaRN as GGUF keys, Llama 3's as per-frequency divisors (``rope_freqs.weight``)."""
+
+    kind: str                    # linear | yarn | llama3
+    factor: float
+    orig_ctx: int = 0            # yarn, llama3: the context the model was trained on
+    low_freq_factor: float = 1.0     # llama3
+    high_freq_factor: float = 4.0    # llama3
 
 
 def read_config(hf_dir: Path) -> dict[str, Any]:
@@ -108,6 +130,7 @@ def read_hparams(c: dict[str, Any], source: Path) -> HParams:
         theta = params.get("rope_theta", 10000.0) if isinstance(params, dict) else 10000.0
     try:
         n_head = int(get("num_attention_heads", "n_heads"))
+        head_dim = c.get("head_dim")
         return HParams(
             n_layer=int(get("num_hidden_layers", "n_layers")),
             n_embd=int(get("hidden_size", "d_model")),
@@ -119,9 +142,73 @@ def read_hparams(c: dict[str, Any], source: Path) -> HParams:
             theta=float(theta),
             tied=bool(get("tie_word_embeddings", "weight_tying", default=False)),
             mask_token_id=None if c.get("mask_token_id") is None else int(c["mask_token_id"]),
+            head_dim=0 if head_dim is None else int(head_dim),
+            rope=read_rope_scaling(c, source),
         )
     except (TypeError, ValueError) as e:
         raise ConvertError(f"{source}: expected numbers for the model's sizes ({e})") from None
+
+
+# YaRN parameters llama.cpp reads for none of the archs here: a checkpoint that sets them
+# would run differently there, so it is refused rather than converted with them dropped.
+YARN_FIXED = {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "mscale": None,
+              "mscale_all_dim": None, "extrapolation_factor": None}
+
+
+def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
+    """The RoPE scaling of config.json (``rope_scaling``, or transformers >= 5's
+    ``rope_parameters``; ``type`` or ``rope_type``): None for the default rotary embedding,
+    linear / yarn / llama3 as llama.cpp's converter reads them, any other kind refused."""
+    params = c.get("rope_scaling") or c.get("rope_parameters") or {}
+    if not isinstance(params, dict):
+        raise ConvertError(f"{source}: rope_scaling: expected an object, got {params!r}")
+    kind = str(params.get("rope_type", params.get("type", "default"))).lower()
+    if kind == "default":
+        return None
+    if kind not in ("linear", "yarn", "llama3"):
+        raise ConvertError(f"{source}: rope_scaling type {kind!r}: expected linear, yarn or "
+                           f"llama3 (the RoPE scalings llmnb computes)")
+    factor = float(params.get("factor") or (8.0 if kind == "llama3" else 0.0))
+    if not factor > 0.0:
+        raise ConvertError(f"{source}: rope_scaling.factor: expected a positive number for "
+                           f"{kind} scaling, got {params.get('factor')!r}")
+    orig = params.get("original_max_position_embeddings", c.get("original_max_position_embeddings"))
+    if kind == "linear":
+        return RopeScaling(kind, factor)
+    if kind == "llama3":
+        return RopeScaling(kind, factor, int(orig or 8192), float(params.get("low_freq_factor", 1.0)),
+                           float(params.get("high_freq_factor", 4.0)))
+    if orig is None:
+        raise ConvertError(f"{source}: rope_scaling.original_max_position_embeddings: expected "
+                           f"the trained context length for yarn scaling")
+    for key, default in YARN_FIXED.items():
+        value = params.get(key)
+        if value is not None and (default is None or float(value) != default):
+            raise ConvertError(f"{source}: rope_scaling.{key} = {value!r}: llama.cpp computes YaRN "
+                               f"for these architectures with its defaults only (beta_fast 32, "
+                               f"beta_slow 1, the attention factor from the factor)")
+    return RopeScaling(kind, factor, int(orig))
+
+
+def llama3_rope_factors(rope: RopeScaling, theta: float, head_dim: int) -> npt.NDArray[np.float32]:
+    """Llama 3's per-frequency divisors (``rope_freqs.weight``), as llama.cpp's converter
+    computes them: 1 for wavelengths below orig_ctx / high_freq_factor, `factor` above
+    orig_ctx / low_freq_factor, and a smooth blend between."""
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))
+    out = np.empty(len(freqs), dtype=np.float32)
+    low_wavelen = rope.orig_ctx / rope.low_freq_factor
+    high_wavelen = rope.orig_ctx / rope.high_freq_factor
+    for i, freq in enumerate(freqs.astype(np.float64)):
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out[i] = 1.0
+        elif wavelen > low_wavelen:
+            out[i] = rope.factor
+        else:
+            smooth = ((rope.orig_ctx / wavelen - rope.low_freq_factor)
+                      / (rope.high_freq_factor - rope.low_freq_factor))
+            out[i] = 1.0 / ((1.0 - smooth) / rope.factor + smooth)
+    return out
 
 
 def detect_arch(c: dict[str, Any], source: Path) -> str:
@@ -186,7 +273,7 @@ def permute_qk(w: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
 
 def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool) -> dict[str, tuple[int, ...]]:
     """Every tensor a GGUF of these sizes must hold, with its numpy shape."""
-    return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_embd // hp.n_head,
+    return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.d_head,
                          hp.n_ff, n_vocab, biases, output)
 
 
@@ -278,7 +365,19 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
         _f32(p + "rope.freq_base", hp.theta), _f32(p + "attention.layer_norm_rms_epsilon", hp.eps),
     ]
     if convention == "llama.cpp":
-        fields.append(_u32(p + "rope.dimension_count", hp.n_embd // hp.n_head))
+        fields.append(_u32(p + "rope.dimension_count", hp.d_head))
+        if hp.d_head != hp.n_embd // hp.n_head:          # else the loaders' default
+            fields += [_u32(p + "attention.key_length", hp.head_dim),
+                       _u32(p + "attention.value_length", hp.head_dim)]
+        if hp.rope is not None and hp.rope.kind in ("linear", "yarn"):
+            fields += [MetadataField(p + "rope.scaling.type", STRING, hp.rope.kind),
+                       _f32(p + "rope.scaling.factor", hp.rope.factor)]
+            if hp.rope.kind == "yarn":
+                fields.append(_u32(p + "rope.scaling.original_context_length", hp.rope.orig_ctx))
+    elif hp.d_head != hp.n_embd // hp.n_head or hp.rope is not None:
+        raise ConvertError(f"{source / 'config.json'}: head_dim {hp.d_head} / rope_scaling "
+                           f"{hp.rope}: the diffuse format has keys for neither (expected "
+                           f"head_dim = hidden_size / heads and no rope scaling)")
     fields.append(_u32(p + "vocab_size", n_vocab))
     if arch in DIFFUSION:
         if hp.mask_token_id is None:
@@ -442,6 +541,9 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
         tok, note = tokenizer_fields(hf, n_vocab)
         fields += tok or synthetic_vocab(n_vocab)
     gguf_arch = "diffuse" if convention == "diffuse" else arch
+    extra: dict[str, npt.NDArray[np.float32]] = {}
+    if hp.rope is not None and hp.rope.kind == "llama3":      # (the diffuse format refused it)
+        extra["rope_freqs.weight"] = llama3_rope_factors(hp.rope, hp.theta, hp.d_head)
     with atomic_path(out_path) as tmp:
         w = gguf.GGUFWriter(tmp, gguf_arch)
         for f in fields:
@@ -452,6 +554,8 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
             dtype = np.float16 if t.f16 else np.float32
             n = int(np.prod(t.shape, dtype=np.int64))
             w.add_tensor_info(t.name, t.shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
+        for extra_name, data in extra.items():
+            w.add_tensor_info(extra_name, data.shape, data.dtype, data.nbytes)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
@@ -459,5 +563,7 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
             w.write_tensor_data(load_planned(t))        # one tensor in memory at a time
             if progress is not None:
                 progress(i + 1, len(plan))
+        for data in extra.values():
+            w.write_tensor_data(data)
         w.close()
-    return ConvertResult(arch, convention, len(plan), note)
+    return ConvertResult(arch, convention, len(plan) + len(extra), note)
