@@ -19,7 +19,7 @@ from llmnb.tokenizer import (
     Tokenizer, TokenizerError, supported_pre_tokenizers, tokenizer_from_json,
     tokenizer_from_metadata,
 )
-from llmnb.tokenizer.byte_bpe import BYTE_TO_CHAR
+from llmnb.tokenizer.byte_bpe import BYTE_TO_CHAR, UNKNOWN_BYTE
 from llmnb.tokenizer.sentencepiece import merges_from_scores
 from real_models import hub_model, llama_cpp_vocab
 
@@ -222,7 +222,10 @@ def test_merges_from_scores_rank_by_merged_piece_score() -> None:
 
 def test_tokenizer_json_gives_the_same_ids_and_reads_its_config(tmp_path: Path) -> None:
     gguf_tok = tokenizer_for("smollm2")
-    (tmp_path / "tokenizer.json").write_text(gguf_tok.hf.to_str(), encoding="utf-8")
+    spec = json.loads(gguf_tok.hf.to_str())       # as a Hugging Face file has it: without
+    spec["model"]["unk_token"] = None             # llmnb's placeholder for bytes with no token
+    del spec["model"]["vocab"][UNKNOWN_BYTE]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({
         "bos_token": "<|im_start|>", "eos_token": {"content": "<|im_end|>"},
         "add_bos_token": False, "chat_template": "{{ messages[0]['content'] }}"}))
@@ -252,6 +255,28 @@ def tiny_bpe_metadata() -> dict[str, object]:
         "tokenizer.ggml.merges": ["a b", "Ġ a"],
         "tokenizer.ggml.eos_token_id": 5,
     }
+
+
+def test_a_byte_without_a_token_blocks_merges_and_is_dropped_as_in_llama_cpp() -> None:
+    """Falcon's vocabulary has no token for byte 0x1C: llama.cpp keeps it in the word " \\x1c؈"
+    (so ' ' and the Arabic sign's first byte do not merge) and drops it from the output."""
+    tok = tokenizer_for("vocab_falcon")
+    assert BYTE_TO_CHAR[0x1C] not in tok.tokens
+    ids = tok.encode(" \x1c\u0608")
+    assert [tok.token_text(i) for i in ids] == ["Ġ", "Ø", "Ī"]
+    assert tok.encode(" \u0608") != ids               # without the byte, the merge happens
+
+
+@pytest.mark.parametrize("label,text,want", [
+    # llama.cpp's ids (libllama): its literal ranges never see a non-ASCII space, so the thin
+    # space U+2009 joins 's' (deepseek-coder) and U+3000 is no punctuation (deepseek-llm)
+    ("vocab_deepseek_coder", "a\u2009s", [64, 350, 6950]),
+    ("vocab_deepseek_llm", "a\u2009s", [64, 36004, 82]),
+    ("vocab_deepseek_llm", "\uff0c\u3000\u3002", [19304, 88946, 398]),
+])
+def test_non_ascii_space_outside_literal_ranges_as_in_llama_cpp(label: str, text: str,
+                                                                  want: list[int]) -> None:
+    assert tokenizer_for(label).encode(text) == want
 
 
 def test_tiny_bpe_vocabulary_merges_by_rank() -> None:

@@ -161,6 +161,30 @@ def seed_parameters(model: Any, seed: int, f16: bool = False, norm_mean: float =
             p.copy_(value)
 
 
+def model_logits(model: Any, ids: list[int]) -> npt.NDArray[np.float32]:
+    """A causal forward of `ids` (no mask argument): (len(ids), vocab) float32 logits."""
+    import torch
+
+    with torch.no_grad():
+        out = model(torch.tensor([ids])).logits[0]
+    return np.ascontiguousarray(out.float().numpy(), dtype=np.float32)
+
+
+def convert_model(model: Any, out_path: Path, arch: str, name: str) -> None:
+    """Save `model` as an HF checkpoint (safetensors + its config.json; a tied lm_head left
+    out, as transformers saves it) in a temporary folder and convert it with llmnb's converter."""
+    from safetensors.torch import save_file
+
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp)
+        state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
+                 if not (tied and k == "lm_head.weight")}
+        save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+        (ckpt / "config.json").write_text(model.config.to_json_string())
+        convert_checkpoint(ckpt, out_path, arch=arch, name=name)
+
+
 # ================================================================================================
 # 2. Reference logits (oracle §5)
 # ================================================================================================

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from make_oracle_fixtures import seed_parameters, sha256, versions, write_npz
-
-from llmnb.model.convert import convert_checkpoint
+from make_oracle_fixtures import (
+    convert_model, model_logits, seed_parameters, sha256, versions, write_npz,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "rope"
@@ -117,31 +117,16 @@ def build(spec: dict[str, Any], scaled: bool) -> Any:
     return model
 
 
-def logits(model: Any) -> npt.NDArray[np.float32]:
-    import torch
-
-    with torch.no_grad():
-        out = model(torch.tensor([PROMPT_IDS])).logits[0]
-    return np.ascontiguousarray(out.float().numpy(), dtype=np.float32)     # (40, 128)
-
-
 def write_all(out: Path) -> dict[str, Any]:
-    from safetensors.torch import save_file
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "rope_init.json").write_text(json.dumps(init_references(), indent=1) + "\n")
     manifest: dict[str, Any] = {"prompt_ids": PROMPT_IDS, "atol": ATOL, "rtol": RTOL,
                                 "versions": versions(), "models": {}}
     for name, spec in MODELS.items():
         model = build(spec, scaled=True)
-        ref = logits(model)
-        control = logits(build(spec, scaled=False))
-        with tempfile.TemporaryDirectory() as tmp:
-            ckpt = Path(tmp)
-            state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-            save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
-            (ckpt / "config.json").write_text(model.config.to_json_string())
-            convert_checkpoint(ckpt, out / f"{name}.gguf", arch=spec["arch"], name=name)
+        ref = model_logits(model, PROMPT_IDS)
+        control = model_logits(build(spec, scaled=False), PROMPT_IDS)
+        convert_model(model, out / f"{name}.gguf", spec["arch"], name)
         write_npz(out / f"{name}.npz", {"causal": ref, "unscaled_negative_control": control})
         manifest["models"][name] = {
             "class": spec["cls"], "arch": spec["arch"], "seed": spec["seed"],

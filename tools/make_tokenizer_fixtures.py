@@ -207,22 +207,88 @@ def pieces_text(out: bytes, ids: list[int]) -> str | None:
         return None
 
 
-def record(exe: Path, model: Path, label: str, version: str) -> dict[str, object]:
+class CliTokenizer:
+    """llama.cpp's ids and pieces from the ``llama-tokenize`` binary, one process per call."""
+
+    tool = "llama-tokenize (llama.cpp, MIT license); these ids are its output"
+
+    def __init__(self, exe: Path, model: Path) -> None:
+        self.exe, self.model = exe, model
+
+    def ids(self, text: str, parse_special: bool) -> list[int]:
+        return list(json.loads(run_tokenize(self.exe, self.model, text, parse_special, ids=True)))
+
+    def pieces(self, text: str) -> str | None:
+        """Pieces concatenated, without BOS and special parsing (None: not valid UTF-8)."""
+        no_bos = json.loads(run_tokenize(self.exe, self.model, text, False, ids=True, bos=False))
+        plain = run_tokenize(self.exe, self.model, text, False, ids=False, bos=False)
+        return pieces_text(plain, no_bos)
+
+
+class LibTokenizer:
+    """The same, in this process through ``libllama.so`` (the vocabulary loaded once): the
+    calls llama-tokenize makes, ``llama_tokenize(add_special = the file's add_bos,
+    parse_special)`` and ``llama_token_to_piece(lstrip 0, special true)``."""
+
+    tool = ("llama.cpp (MIT license) through libllama.so, the calls llama-tokenize makes; "
+            "these ids are its output")
+
+    def __init__(self, lib_path: Path, model: Path) -> None:
+        import ctypes
+        from make_llamacpp_references import _quiet, load_library
+
+        self.lib = load_library(str(lib_path))
+        self.lib.llama_backend_init()
+        self.lib.llama_log_set(_quiet, None)
+        params = self.lib.llama_model_default_params()
+        params.vocab_only = True
+        self.model = self.lib.llama_model_load_from_file(str(model).encode(), params)
+        if not self.model:
+            raise RuntimeError(f"libllama could not load {model}")
+        self.vocab = self.lib.llama_model_get_vocab(self.model)
+        self.add_bos = bool(self.lib.llama_vocab_get_add_bos(self.vocab))
+        self.ctypes = ctypes
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        raw = text.encode("utf-8")
+        buf = (self.ctypes.c_int32 * (len(raw) + 8))()
+        n = self.lib.llama_tokenize(self.vocab, raw, len(raw), buf, len(buf), add_special,
+                                    parse_special)
+        if n < 0:
+            raise RuntimeError(f"llama_tokenize failed ({n}) on {text!r}")
+        return list(buf[:n])
+
+    def ids(self, text: str, parse_special: bool) -> list[int]:
+        return self.tokenize(text, self.add_bos, parse_special)
+
+    def pieces(self, text: str) -> str | None:
+        from make_llamacpp_references import piece
+
+        data = b"".join(piece(self.lib, self.vocab, t) for t in self.tokenize(text, False, False))
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def close(self) -> None:
+        self.lib.llama_model_free(self.model)
+
+
+def record(tok: CliTokenizer | LibTokenizer, model: Path, label: str,
+           version: str) -> dict[str, object]:
     cases = []
     for text in STRINGS:
         row: dict[str, object] = {"text": text}
         for key, special in (("ids", False), ("ids_parse_special", True)):
-            row[key] = json.loads(run_tokenize(exe, model, text, special, ids=True))
+            row[key] = tok.ids(text, special)
         # detokenize without the BOS llama-tokenize may add: ids and pieces, both --no-bos
-        no_bos = json.loads(run_tokenize(exe, model, text, False, ids=True, bos=False))
-        plain = run_tokenize(exe, model, text, False, ids=False, bos=False)
-        row["llamacpp_detokenized"] = pieces_text(plain, no_bos)
+        row["llamacpp_detokenized"] = tok.pieces(text)
         cases.append(row)
     return {
         "model": label,
         "file": model.name,
         "sha256": sha256(model),
-        "tool": "llama-tokenize (llama.cpp, MIT license); these ids are its output",
+        "tool": tok.tool,
         "llama_cpp_version": version,
         "command": {
             "ids": "llama-tokenize -m FILE -f INPUT.txt --no-escape --log-disable --ids "
@@ -246,6 +312,10 @@ def main() -> None:
                          "`make vocab` unpacks them, if there")
     ap.add_argument("--only", nargs="+", default=None, metavar="LABEL",
                     help="record only these labels (e.g. vocab_gemma_4 smollm2)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="call libllama.so (beside llama-tokenize) in this process instead of "
+                         "running llama-tokenize per string: the same calls, the vocabulary "
+                         "loaded once (minutes instead of hours for big vocabularies)")
     args = ap.parse_args()
     exe = args.llama_bin / "llama-tokenize"
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
@@ -269,7 +339,12 @@ def main() -> None:
             if wanted(label):
                 models[label] = vocab_dir / fname
     for label, path in models.items():
-        data = record(exe, path, label, version_text)
+        tok: CliTokenizer | LibTokenizer = (
+            LibTokenizer(args.llama_bin / "libllama.so", path) if args.in_process
+            else CliTokenizer(exe, path))
+        data = record(tok, path, label, version_text)
+        if isinstance(tok, LibTokenizer):
+            tok.close()
         out = OUT_DIR / f"{label}_llamacpp_ids.json"
         out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         print(f"{out.relative_to(ROOT)}: {len(STRINGS)} strings from {path.name}")

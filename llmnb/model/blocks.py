@@ -188,3 +188,40 @@ def silu(x: F32) -> F32:
 def swiglu(gate: F32, up: F32) -> F32:
     """SwiGLU's elementwise part: silu(gate) * up (the projections happen around it)."""
     return silu(gate) * up
+
+
+# --- Gemma 3's pieces (Gemma Team 2025; llama.cpp's llm_build_gemma3) -------------------------
+
+def gelu_tanh(x: F32) -> F32:
+    """GELU in its tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks &
+    Gimpel 2016): Gemma's ``gelu_pytorch_tanh`` and ggml's ``gelu``."""
+    c = np.float32(np.sqrt(2.0 / np.pi))
+    inner = c * (x + np.float32(0.044715) * x * x * x)
+    return (np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))).astype(np.float32, copy=False)
+
+
+def geglu(gate: F32, up: F32) -> F32:
+    """GeGLU's elementwise part: gelu(gate) * up (Shazeer 2020)."""
+    return gelu_tanh(gate) * up
+
+
+def head_rms_norm(x: F32, weight: F32, eps: float) -> F32:
+    """RMSNorm of every head vector: x (n_heads, T, head_dim), weight (head_dim,) — Gemma 3's
+    q and k norms, applied before RoPE."""
+    h, t, hd = x.shape
+    return rms_norm(x.reshape(h * t, hd), weight, eps).reshape(h, t, hd)
+
+
+def sliding_window_mask(q_positions: npt.NDArray[np.int64], k_positions: npt.NDArray[np.int64],
+                        window: int) -> npt.NDArray[np.bool_]:
+    """(T, S): True where query i may see key j in a sliding-window layer, i.e. the key is
+    less than `window` positions back (q - k < window; llama.cpp's LLAMA_SWA_TYPE_STANDARD).
+    Causality is applied separately."""
+    return (q_positions[:, None] - k_positions[None, :]) < window       # (T, S)
+
+
+def softcap(logits: F32, cap: float) -> F32:
+    """cap * tanh(logits / cap): logits bounded to (-cap, cap) (Gemma 2's final soft-capping)."""
+    c = np.float32(cap)
+    out: F32 = np.tanh(logits / c) * c
+    return out

@@ -15,7 +15,9 @@ For these files ``config.arch`` is the model type and ``config.convention`` is `
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
 
 from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.reader import GGUFFile
@@ -62,6 +64,16 @@ class ModelConfig:
     rope_factor: float = 1.0     # linear / YaRN: how many times the trained context is stretched
     rope_orig_ctx: int = 0       # YaRN: the context the model was trained on
     rope_attn_factor: float = 1.0  # rope.scaling.attn_factor: multiplies cos and sin
+    # Gemma 3 (arch gemma3): local sliding-window layers interleaved with global ones
+    sliding_window: int = 0      # a sliding-window layer's query sees this many keys (0: none)
+    swa_layers: tuple[bool, ...] = ()  # per layer: True = sliding window (with rope_base_swa)
+    rope_base_swa: float = 0.0   # RoPE base of the sliding-window layers (unscaled)
+    qk_norm: bool = False        # RMSNorm over each q and k head before RoPE
+    post_norms: bool = False     # RMSNorm on the attention and FFN outputs before the residual
+    ffn_act: str = "silu"        # the gated FFN's activation: silu (SwiGLU) or gelu (GeGLU)
+    embd_scale: float = 1.0      # embeddings times this (Gemma: sqrt(n_embd))
+    attn_scale: float = 0.0      # q.k times this (0: 1/sqrt(head_dim))
+    logit_softcap: float = 0.0   # logits -> c tanh(logits / c) (0: none)
 
     def __repr__(self) -> str:
         """Every field up to ``convention``; the later, family-specific ones only when set."""
@@ -78,7 +90,8 @@ class ModelConfig:
     @property
     def n_params_per_layer(self) -> int:
         attn = self.n_embd * self.head_dim * (self.n_head * 2 + self.n_head_kv * 2)
-        return attn + 3 * self.n_embd * self.n_ff + 2 * self.n_embd
+        norms = (4 if self.post_norms else 2) * self.n_embd + (2 * self.head_dim if self.qk_norm else 0)
+        return attn + 3 * self.n_embd * self.n_ff + norms
 
 
 def _get(f: GGUFFile, key: str, kind: type, default: object = None) -> object:
@@ -119,6 +132,11 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
     if arch not in SUPPORTED_ARCHS:
         raise ModelError(f"{f.path}: architecture {arch!r} is not supported "
                          f"(expected one of {', '.join(FILE_ARCHS)})")
+    return _llama_like(f, arch)
+
+
+def _llama_like(f: GGUFFile, arch: str) -> ModelConfig:
+    """The keys every llama.cpp-convention file here shares, under ``{arch}.``."""
     emb = f.tensors.get("token_embd.weight")
     if emb is None or len(emb.shape) != 2:
         raise ModelError(f"{f.path}: tensor 'token_embd.weight' missing or not 2-D")
@@ -132,7 +150,7 @@ def config_from_gguf(f: GGUFFile) -> ModelConfig:
         raise ModelError(f"{f.path}: {arch}.attention.head_count_kv: expected a divisor of "
                          f"{n_head}, got {n_head_kv}")
     head_dim = _int(f, f"{arch}.attention.key_length", n_embd // n_head)
-    causal_default = arch in ("llama", "qwen2")
+    causal_default = arch not in ("llada", "dream")
     causal = _get(f, f"{arch}.attention.causal", bool, causal_default)
     shift = _get(f, "diffusion.shift_logits", bool, arch == "dream")
     scaling, factor, orig_ctx, attn_factor = _rope_scaling(f, arch)
@@ -190,6 +208,62 @@ def _rope_scaling(f: GGUFFile, arch: str) -> tuple[str, float, int, float]:
     return kind, factor, orig_ctx, attn_factor
 
 
+# Gemma 3: every GEMMA3_SWA_PERIOD-th layer is global, the others slide (llama.cpp's pattern 6)
+GEMMA3_SWA_PERIOD = 6
+GEMMA3_ROPE_BASE_SWA = 10000.0
+
+
+def gemma3_config(f: GGUFFile) -> ModelConfig:
+    """A Gemma 3 file (llama.cpp's ``gemma3``, its graph ``llm_build_gemma3``): the Llama
+    keys, plus sliding-window layers (``attention.sliding_window``; which layers slide from
+    ``attention.sliding_window_pattern``, an array or a period, else every 6th layer is
+    global) whose RoPE base is ``rope.freq_base_swa`` (else 1e4) and which are never RoPE-
+    scaled; 256-wide heads (``attention.key_length``); q/k norms, post-attention and post-FFN
+    norms; GeGLU; embeddings times sqrt(n_embd); q.k times 1/sqrt(head_dim) (the 62-layer
+    27B: 1/sqrt(n_embd/n_head)); ``final_logit_softcapping`` when given. The norm weights in
+    the file already hold Gemma's (1 + w) (llama.cpp's converter adds the 1), so the block is
+    a plain RMSNorm. Q/K rows are in Hugging Face's order (NEOX rope)."""
+    arch = "gemma3"
+    base = _llama_like(f, arch)
+    n_layer, n_embd, n_head = base.n_layer, base.n_embd, base.n_head
+    value_length = _int(f, f"{arch}.attention.value_length", base.head_dim)
+    if value_length != base.head_dim:
+        raise ModelError(f"{f.path}: {arch}.attention.value_length: expected the key length "
+                         f"{base.head_dim}, got {value_length}")
+    window = _int(f, f"{arch}.attention.sliding_window", 0)
+    swa: tuple[bool, ...] = (False,) * n_layer
+    if window > 0:
+        swa = _swa_pattern(f, f"{arch}.attention.sliding_window_pattern", n_layer)
+    elif window < 0:
+        raise ModelError(f"{f.path}: {arch}.attention.sliding_window: expected a window of "
+                         f"0 or more tokens, got {window}")
+    attn_scale = 1.0 / float(np.sqrt(n_embd / n_head if n_layer == 62 else base.head_dim))
+    return replace(
+        base, sliding_window=window, swa_layers=swa,
+        rope_base_swa=_float(f, f"{arch}.rope.freq_base_swa", GEMMA3_ROPE_BASE_SWA),
+        qk_norm=True, post_norms=True, ffn_act="gelu", embd_scale=float(np.sqrt(n_embd)),
+        attn_scale=attn_scale,
+        logit_softcap=_float(f, f"{arch}.final_logit_softcapping", 0.0))
+
+
+def _swa_pattern(f: GGUFFile, key: str, n_layer: int) -> tuple[bool, ...]:
+    """Which layers slide: an array of n_layer bools as given, or a period p (layer i slides
+    unless i % p == p - 1; p = 0: all slide), default GEMMA3_SWA_PERIOD (llama.cpp's
+    ``set_swa_pattern``)."""
+    field = f.fields.get(key)
+    value = GEMMA3_SWA_PERIOD if field is None else field.value
+    if isinstance(value, (list, np.ndarray)):
+        flags = [bool(v) for v in value]
+        if len(flags) != n_layer:
+            raise ModelError(f"{f.path}: {key}: expected {n_layer} entries (one per layer), "
+                             f"got {len(flags)}")
+        return tuple(flags)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ModelError(f"{f.path}: {key}: expected a layer period or an array of bools, "
+                         f"got {value!r}")
+    return tuple(value == 0 or i % value < value - 1 for i in range(n_layer))
+
+
 def _diffuse_key(f: GGUFFile, name: str) -> str:
     """The first of ``diffuse.name``, ``qwen2.name``, ``llama.name`` the file has (else the first)."""
     for prefix in DIFFUSE_PREFIXES:
@@ -242,9 +316,11 @@ def _diffuse_config(f: GGUFFile) -> ModelConfig:
 
 
 def tensor_shapes(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int,
-                  n_ff: int, n_vocab: int, qkv_bias: bool, output: bool) -> dict[str, tuple[int, ...]]:
+                  n_ff: int, n_vocab: int, qkv_bias: bool, output: bool, qk_norm: bool = False,
+                  post_norms: bool = False) -> dict[str, tuple[int, ...]]:
     """Every tensor a Llama/Qwen2-family GGUF of these sizes holds, with its numpy shape
-    (llama.cpp's names). The loader checks files against it; the converter checks checkpoints."""
+    (llama.cpp's names; Gemma 3 adds per-head q/k norms and post-attention/post-FFN norms).
+    The loader checks files against it; the converter checks checkpoints."""
     want: dict[str, tuple[int, ...]] = {"token_embd.weight": (n_vocab, n_embd),
                                         "output_norm.weight": (n_embd,)}
     if output:
@@ -259,4 +335,8 @@ def tensor_shapes(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_d
                  p + "ffn_down.weight": (n_embd, n_ff)}
         if qkv_bias:
             want |= {p + "attn_q.bias": (nq,), p + "attn_k.bias": (nkv,), p + "attn_v.bias": (nkv,)}
+        if qk_norm:
+            want |= {p + "attn_q_norm.weight": (head_dim,), p + "attn_k_norm.weight": (head_dim,)}
+        if post_norms:
+            want |= {p + "post_attention_norm.weight": (n_embd,), p + "post_ffw_norm.weight": (n_embd,)}
     return want

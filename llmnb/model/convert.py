@@ -35,7 +35,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from llmnb.model.safetensors import CheckpointError, TensorEntry, check_dtype, \
 
 import gguf  # gguf-py: the reference writer, used in its incremental (streaming) mode
 
-ARCHS = ("llama", "qwen2", "llada", "dream")
+ARCHS = ("llama", "qwen2", "llada", "dream", "gemma3")
 FORMATS = ("llama.cpp", "diffuse")
 OUTTYPES = {"f32": 0, "f16": 1}     # general.file_type: ALL_F32, MOSTLY_F16
 PERMUTED = ("llama", "llada")       # llama.cpp rotates adjacent pairs for these (NORM rope)
@@ -82,6 +82,11 @@ class HParams:
     mask_token_id: int | None
     head_dim: int = 0            # config.json's head_dim; 0: n_embd / n_head
     rope: RopeScaling | None = None
+    # Gemma 3 (read_gemma3): sliding-window layers and their RoPE base, final soft-capping
+    sliding_window: int = 0
+    swa_layers: tuple[bool, ...] = ()
+    theta_swa: float = 0.0
+    logit_softcap: float = 0.0
 
     @property
     def d_head(self) -> int:
@@ -127,6 +132,8 @@ def read_hparams(c: dict[str, Any], source: Path) -> HParams:
     theta = c.get("rope_theta")
     if theta is None:
         params = c.get("rope_parameters")
+        if isinstance(params, dict):                     # Gemma 3 keeps one per layer type
+            params = params.get("full_attention", params)
         theta = params.get("rope_theta", 10000.0) if isinstance(params, dict) else 10000.0
     try:
         n_head = int(get("num_attention_heads", "n_heads"))
@@ -162,6 +169,7 @@ def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
     params = c.get("rope_scaling") or c.get("rope_parameters") or {}
     if not isinstance(params, dict):
         raise ConvertError(f"{source}: rope_scaling: expected an object, got {params!r}")
+    params = params.get("full_attention", params)       # Gemma 3: the global layers' RoPE
     kind = str(params.get("rope_type", params.get("type", "default"))).lower()
     if kind == "default":
         return None
@@ -190,6 +198,38 @@ def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
     return RopeScaling(kind, factor, int(orig))
 
 
+def read_gemma3(c: dict[str, Any], source: Path, hp: HParams) -> HParams:
+    """Gemma 3's extra keys: ``layer_types`` (or every ``sliding_window_pattern``-th layer
+    global), ``sliding_window``, the sliding layers' RoPE base, ``final_logit_softcapping``.
+    llama.cpp scales q.k by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 62-layer 27B) and
+    has no key for another ``query_pre_attn_scalar``, nor for attention soft-capping, so a
+    checkpoint that needs either is refused."""
+    types = c.get("layer_types")
+    if types is None:
+        period = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
+        types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention"
+                 for i in range(hp.n_layer)]
+    if len(types) != hp.n_layer or not set(types) <= {"full_attention", "sliding_attention"}:
+        raise ConvertError(f"{source}: layer_types: expected {hp.n_layer} of full_attention / "
+                           f"sliding_attention, got {types!r}")
+    scalar = c.get("query_pre_attn_scalar", hp.d_head)
+    want = hp.n_embd // hp.n_head if hp.n_layer == 62 else hp.d_head
+    if scalar != want:
+        raise ConvertError(f"{source}: query_pre_attn_scalar {scalar}: expected {want} (the "
+                           f"attention scale llama.cpp gives Gemma 3)")
+    if c.get("attn_logit_softcapping") is not None:
+        raise ConvertError(f"{source}: attn_logit_softcapping: expected none (Gemma 3 has none)")
+    params = c.get("rope_parameters") or {}
+    local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
+    theta_swa = float(local.get("rope_theta", c.get("rope_local_base_freq", 10000.0)))
+    if str(local.get("rope_type", "default")) != "default":
+        raise ConvertError(f"{source}: rope_parameters.sliding_attention: expected the default "
+                           f"RoPE (llama.cpp never scales Gemma 3's sliding layers)")
+    return replace(hp, sliding_window=int(c.get("sliding_window") or 0),
+                   swa_layers=tuple(t == "sliding_attention" for t in types), theta_swa=theta_swa,
+                   logit_softcap=float(c.get("final_logit_softcapping") or 0.0))
+
+
 def llama3_rope_factors(rope: RopeScaling, theta: float, head_dim: int) -> npt.NDArray[np.float32]:
     """Llama 3's per-frequency divisors (``rope_freqs.weight``), as llama.cpp's converter
     computes them: 1 for wavelengths below orig_ctx / high_freq_factor, `factor` above
@@ -212,15 +252,15 @@ def llama3_rope_factors(rope: RopeScaling, theta: float, head_dim: int) -> npt.N
 
 
 def detect_arch(c: dict[str, Any], source: Path) -> str:
-    """llama | qwen2 | llada | dream from ``model_type`` / ``architectures``."""
+    """llama | qwen2 | llada | dream | gemma3 from ``model_type`` / ``architectures``."""
     kinds = [str(c.get("model_type", ""))] + [str(a) for a in c.get("architectures") or []]
     text = " ".join(kinds).lower()
     for arch, marks in (("llada", ("llada",)), ("dream", ("dream",)), ("qwen2", ("qwen2",)),
-                        ("llama", ("llama",))):
+                        ("gemma3", ("gemma3",)), ("llama", ("llama",))):
         if any(m in text for m in marks):
             return arch
     raise ConvertError(f"{source}: model_type/architectures {kinds}: expected a Llama, Qwen2, "
-                       f"LLaDA or Dream checkpoint (or give --arch)")
+                       f"LLaDA, Dream or Gemma 3 checkpoint (or give --arch)")
 
 
 # --- tensor names: HF / LLaDA -> GGUF ----------------------------------------------------------
@@ -243,17 +283,25 @@ _BLOCK = {
     "attn_out": "attn_output", "ff_norm": "ffn_norm", "ff_proj": "ffn_gate", "up_proj": "ffn_up",
     "ff_out": "ffn_down",
 }
+# Gemma 3 normalises around both sub-blocks: its post_attention_layernorm is an output norm,
+# pre_feedforward_layernorm is the FFN's input norm; q/k norms per head.
+_GEMMA3_BLOCK = _BLOCK | {
+    "post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm", "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+}
 _BLOCK_RE = re.compile(r"^model\.(?:layers|transformer\.blocks)\.(\d+)\.(.+)\.(weight|bias)$")
 
 
-def gguf_name(src: str) -> str | None:
+def gguf_name(src: str, arch: str = "llama") -> str | None:
     """The GGUF name of checkpoint tensor `src`, or None if it has no place in a GGUF."""
     if src in _TOP:
         return _TOP[src]
     m = _BLOCK_RE.match(src)
-    if m is None or m.group(2) not in _BLOCK:
+    block = _GEMMA3_BLOCK if arch == "gemma3" else _BLOCK
+    if m is None or m.group(2) not in block:
         return None
-    return f"blk.{m.group(1)}.{_BLOCK[m.group(2)]}.{m.group(3)}"
+    return f"blk.{m.group(1)}.{block[m.group(2)]}.{m.group(3)}"
 
 
 def gguf_order(name: str) -> tuple[int, int, str]:
@@ -271,10 +319,11 @@ def permute_qk(w: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
         w.reshape(n_head, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool) -> dict[str, tuple[int, ...]]:
+def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool,
+                    gemma: bool = False) -> dict[str, tuple[int, ...]]:
     """Every tensor a GGUF of these sizes must hold, with its numpy shape."""
     return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.d_head,
-                         hp.n_ff, n_vocab, biases, output)
+                         hp.n_ff, n_vocab, biases, output, qk_norm=gemma, post_norms=gemma)
 
 
 @dataclass(frozen=True)
@@ -286,6 +335,7 @@ class PlannedTensor:
     shape: tuple[int, ...]
     f16: bool
     permute_heads: int        # 0 = no permutation, else the head count to permute with
+    shift: float = 0.0        # added to the values (Gemma's norms store w for (1 + w))
 
 
 def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str, outtype: str,
@@ -297,7 +347,7 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
             continue
         if hp.tied and src in ("lm_head.weight", "model.transformer.ff_out.weight"):
             continue  # tied: the loader falls back to token_embd.weight
-        dst = gguf_name(src)
+        dst = gguf_name(src, arch)
         if dst is None:
             raise ConvertError(f"{hf}: tensor {src!r}: expected a {arch} checkpoint tensor name "
                                f"(model.layers.N.* / model.transformer.blocks.N.*)")
@@ -310,7 +360,7 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
         raise ConvertError(f"{hf}: expected a 2-D token embedding (model.embed_tokens.weight "
                            f"or model.transformer.wte.weight)")
     biases = "blk.0.attn_q.bias" in mapped
-    want = expected_shapes(hp, emb.shape[0], biases, "output.weight" in mapped)
+    want = expected_shapes(hp, emb.shape[0], biases, "output.weight" in mapped, arch == "gemma3")
     for name, shape in want.items():
         found = mapped.get(name)
         if found is None:
@@ -329,14 +379,21 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
         heads = 0
         if permute and (".attn_q." in name or ".attn_k." in name):
             heads = hp.n_head if ".attn_q." in name else hp.n_head_kv
+        # Gemma's RMSNorm multiplies by (1 + w); llama.cpp's GGUFs store 1 + w (its converter
+        # adds the 1), so the engines run a plain RMSNorm
+        shift = 1.0 if arch == "gemma3" and name.endswith("norm.weight") else 0.0
         plan.append(PlannedTensor(name, entry, entry.shape, outtype == "f16" and len(entry.shape) == 2,
-                                  heads))
+                                  heads, shift))
     return plan
 
 
 def load_planned(t: PlannedTensor) -> npt.NDArray[Any]:
-    """Read, permute and cast one tensor: what goes into the GGUF."""
-    w = read_tensor(t.source, np.float16 if t.f16 else np.float32)   # cast while reading
+    """Read, shift, permute and cast one tensor: what goes into the GGUF."""
+    if t.shift:
+        w = (read_tensor(t.source, np.float32) + np.float32(t.shift)).astype(
+            np.float16 if t.f16 else np.float32)
+    else:
+        w = read_tensor(t.source, np.float16 if t.f16 else np.float32)   # cast while reading
     return permute_qk(w, t.permute_heads) if t.permute_heads else w
 
 
@@ -366,9 +423,11 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
     ]
     if convention == "llama.cpp":
         fields.append(_u32(p + "rope.dimension_count", hp.d_head))
-        if hp.d_head != hp.n_embd // hp.n_head:          # else the loaders' default
-            fields += [_u32(p + "attention.key_length", hp.head_dim),
-                       _u32(p + "attention.value_length", hp.head_dim)]
+        if hp.d_head != hp.n_embd // hp.n_head or arch == "gemma3":   # else the loaders' default
+            fields += [_u32(p + "attention.key_length", hp.d_head),
+                       _u32(p + "attention.value_length", hp.d_head)]
+        if arch == "gemma3":
+            fields += gemma3_fields(hp, p)
         if hp.rope is not None and hp.rope.kind in ("linear", "yarn"):
             fields += [MetadataField(p + "rope.scaling.type", STRING, hp.rope.kind),
                        _f32(p + "rope.scaling.factor", hp.rope.factor)]
@@ -390,6 +449,17 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
         else:
             fields += [_u32(p + "mask_token_id", hp.mask_token_id),
                        MetadataField(p + "model_type", STRING, arch)]
+    return fields
+
+
+def gemma3_fields(hp: HParams, p: str) -> list[MetadataField]:
+    """Gemma 3's keys as llama.cpp reads them: the window, which layers slide (an array, so
+    any layout round-trips), their RoPE base, and the final soft-capping when there is one."""
+    fields = [_u32(p + "attention.sliding_window", hp.sliding_window),
+              MetadataField(p + "attention.sliding_window_pattern", ARRAY, list(hp.swa_layers), BOOL),
+              _f32(p + "rope.freq_base_swa", hp.theta_swa)]
+    if hp.logit_softcap:
+        fields.append(_f32(p + "final_logit_softcapping", hp.logit_softcap))
     return fields
 
 
@@ -529,6 +599,8 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
     if convention == "diffuse" and arch not in DIFFUSION:
         raise ConvertError(f"{hf}: the diffuse format holds llada or dream, got {arch!r}")
     hp = read_hparams(config, hf / "config.json")
+    if arch == "gemma3":
+        hp = read_gemma3(config, hf / "config.json", hp)
     if hp.n_head <= 0 or hp.n_embd % hp.n_head or hp.n_head_kv <= 0 or hp.n_head % hp.n_head_kv:
         raise ConvertError(f"{hf / 'config.json'}: heads {hp.n_head}/{hp.n_head_kv}: expected "
                            f"divisors of {hp.n_embd} and {hp.n_head}")

@@ -38,8 +38,12 @@ def tokenizer_from_metadata(metadata: Mapping[str, object], source: str) -> Toke
     except Exception as e:   # the Rust side reports e.g. a merge whose halves are not tokens
         raise TokenizerError(source, KEY_TOKENS,
                              f"a vocabulary the BPE model accepts; tokenizers said: {e}") from None
+    model = spec.get("model")
+    # byte-level BPE's placeholder for bytes without a token sits past the vocabulary
+    dropped = len(vocab.tokens) if isinstance(model, dict) and model.get("unk_token") else None
     return Tokenizer(hf, vocab.tokens, vocab.special, kind=vocab.model, pre=vocab.pre,
                      add_bos=vocab.add_bos, add_eos=vocab.add_eos, add_sep=vocab.add_sep,
+                     dropped_id=dropped if vocab.model == "gpt2" else None,
                      add_space_prefix=vocab.add_space_prefix,
                      chat_template=vocab.chat_template, source=source)
 

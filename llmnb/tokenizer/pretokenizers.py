@@ -36,9 +36,15 @@ QWEN35_REGEX: Final = (
 # Falcon: runs of punctuation first, then GPT-2, then three-digit groups.
 FALCON_REGEXES: Final = (r"[\p{P}\$\+<=>\^~\|`]+", GPT2_REGEX, r"[0-9][0-9][0-9]")
 
+# llama.cpp matches a regex with literal non-ASCII characters against the text with every
+# non-ASCII whitespace character replaced by \v (std::wregex's \s knows only ASCII), so such a
+# space never falls in a literal range: the ranges below leave out U+1680, U+2000-U+200A,
+# U+2028, U+2029, U+202F, U+205F and U+3000 where the tokenizers wrote them in.
+
 # Runs of CJK ideographs (U+4E00-U+9FA5), of everything from U+0800 up to them (as written
 # in the DeepSeek tokenizers) and of Hangul syllables.
-CJK_RUNS: Final = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+CJK_RUNS: Final = ("[\u4e00-\u9fa5\u0800-\u167f\u1681-\u1fff\u200b-\u2027\u202a-\u202e"
+                   "\u2030-\u205e\u2060-\u2fff\u3001-\u4e00\uac00-\ud7ff]+")
 
 # DeepSeek LLM: newlines alone, letter words (one listed set of scripts, explicit ranges),
 # ASCII/full-width punctuation runs, trailing whitespace, CJK runs, digit runs.
@@ -57,7 +63,7 @@ DEEPSEEK_LLM_REGEXES: Final = (
     "\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
     "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
     "\U000118a0-\U000118df\U0001e900-\U0001e943]+",
-    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3001-\u3002]+",
     r"\s+$",
     CJK_RUNS,
     r"\p{N}+",

@@ -30,7 +30,8 @@ class Tokenizer:
 
     def __init__(self, hf: tokenizers.Tokenizer, tokens: Sequence[str], special: SpecialIds, *,
                  kind: str, pre: str, add_bos: bool = False, add_eos: bool = False,
-                 add_sep: bool = False, add_space_prefix: bool = False, chat_template: str | None = None,
+                 add_sep: bool = False, add_space_prefix: bool = False,
+                 dropped_id: int | None = None, chat_template: str | None = None,
                  source: str = "<memory>") -> None:
         self.hf = hf                    # the Rust tokenizer (exposed for inspection)
         self.tokens = list(tokens)      # id -> token text as stored in the file
@@ -51,6 +52,7 @@ class Tokenizer:
         self.chat_template = chat_template
         self.source = source
         self._added_ids: set[int] | None = None
+        self._dropped_id = dropped_id    # an id the Rust side emits that llama.cpp drops
 
     # -- sizes and ids ------------------------------------------------------------------
     @property
@@ -100,6 +102,8 @@ class Tokenizer:
         # encode_special_tokens=True makes the Rust side treat special added tokens as text.
         self.hf.encode_special_tokens = not special
         ids: list[int] = self.hf.encode(text, add_special_tokens=False).ids
+        if self._dropped_id is not None:
+            ids = [i for i in ids if i != self._dropped_id]
         if add_special:
             if self.add_bos and self.bos_id is not None:
                 ids.insert(0, self.bos_id)
