@@ -201,6 +201,8 @@ def _rope_scaling(f: GGUFFile, arch: str) -> tuple[str, float, int, float]:
         raise ModelError(f"{f.path}: {arch}.rope.scaling.original_context_length: expected a "
                          f"positive length, got {orig_ctx}")
     attn_factor = _float(f, f"{arch}.rope.scaling.attn_factor", 1.0)
+    if kind != "yarn":
+        orig_ctx = 0                               # only YaRN's ramp depends on it
     if kind == "none":
         factor = 1.0                               # llama.cpp never scales a 'none' file
         if "rope_freqs.weight" in f.tensors:

@@ -82,18 +82,23 @@ PRE_TOKENIZERS: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
     "llama-bpe": ((LLAMA3_REGEX,), True),
     "llama3": ((LLAMA3_REGEX,), True),
     "llama-v3": ((LLAMA3_REGEX,), True),
-    "mpt": ((GPT2_REGEX,), False),
     "smollm": ((r"\p{N}", GPT2_REGEX), False),       # digits split one by one, then GPT-2
     "starcoder": ((r"\p{N}", GPT2_REGEX), False),
+    "qwen2": ((QWEN2_REGEX,), False),
+    "deepseek-r1-qwen": ((QWEN2_REGEX,), False),
+}
+
+# The other pre-tokenizers llama.cpp's vocabulary tests use: GPT-2's regex under MPT's name,
+# StarCoder's under Refact's and Command R's, and the families with regexes of their own.
+PRE_TOKENIZERS.update({
+    "mpt": ((GPT2_REGEX,), False),
     "refact": ((r"\p{N}", GPT2_REGEX), False),
     "command-r": ((r"\p{N}", GPT2_REGEX), False),
     "falcon": (FALCON_REGEXES, False),
     "deepseek-llm": (DEEPSEEK_LLM_REGEXES, False),
     "deepseek-coder": (DEEPSEEK_CODER_REGEXES, False),
     "qwen35": ((QWEN35_REGEX,), False),
-    "qwen2": ((QWEN2_REGEX,), False),
-    "deepseek-r1-qwen": ((QWEN2_REGEX,), False),
-}
+})
 
 
 def supported_pre_tokenizers() -> list[str]:
