@@ -175,3 +175,26 @@ def test_every_remasking_rule_fills_the_canvas(llada: Model, rule: str, temperat
     r = diffuse(llada, PROMPT, gen_length=12, steps=4, remasking=rule, temperature=temperature,
                 cache=False)
     assert sum(r.stats.committed) == 12 and r.steps_taken == 4 and len(r.tokens) == 12
+
+
+def test_dream_dual_cache_recomputes_the_block_and_only_the_rows_it_reads(dream: Model) -> None:
+    # Dream reads position i's proposal from row i - 1: a cached step must recompute the rows
+    # it reads (left neighbours of the block's masked positions), not those of every mask
+    n, block = len(PROMPT) + 24, 8
+    dual = diffuse(dream, PROMPT, gen_length=24, steps=6, block_length=block, cache_policy="dual")
+    prefix = diffuse(dream, PROMPT, gen_length=24, steps=6, block_length=block,
+                     cache_policy="prefix")
+    mask = dream.config.mask_token_id
+    want = []
+    for s, before in enumerate([None] + dual.history[:-1]):
+        lo = len(PROMPT) + (s // 2) * block
+        if s % 2 == 0:
+            want.append(n)                                     # a block starts: full forward
+            continue
+        assert before is not None
+        todo = np.flatnonzero(before[lo - len(PROMPT):lo - len(PROMPT) + block] == mask) + lo
+        want.append(len(set(range(lo, lo + block)) | set((todo - 1).tolist())))
+    assert dual.stats.active_positions == want
+    # prefix also recomputes the suffix: more rows, except in the last block (no suffix)
+    assert all(d < p for d, p in zip(dual.stats.active_positions[1:4:2],
+                                     prefix.stats.active_positions[1:4:2]))

@@ -21,8 +21,11 @@ masked suffix both frozen. ``diffuse`` (the default) is diffuse-cpp's active set
 llmnb stores K/V at key/value-head width (n_head_kv, not n_head after GQA expansion):
 the same results for n_head / n_head_kv times less memory (7x for Dream-7B), the saving the
 paper names as future work. For Dream, whose masked position i reads the logits of i - 1,
-llmnb also keeps every i - 1 active, so no logits row is read stale (diffuse-cpp reads a
-row left from the last step i - 1 was active; that is a bug there, not reproduced here).
+llmnb also recomputes the rows the step reads (i - 1 for each position it proposes), so no
+logits row is read stale (diffuse-cpp reads a row left from the last step i - 1 was active;
+that is a bug there, not reproduced here). Only those rows: the left neighbours of masks
+outside the current block are not read, and keeping them active would make ``dual``
+recompute the whole suffix like ``prefix``.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ class InterStepCache:
     fresh K/V in and attends over everything (``KVStore`` for ``Transformer.hidden``)."""
 
     def __init__(self, config: ModelConfig, n_positions: int, keep_active: int = 0,
-                 refresh: int = 0, shift: bool = False, policy: str = "diffuse") -> None:
+                 refresh: int = 0, policy: str = "diffuse") -> None:
         if policy not in POLICIES:
             raise UsageError(f"cache policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
         shape = (config.n_layer, config.n_head_kv, n_positions, config.head_dim)
@@ -51,7 +54,6 @@ class InterStepCache:
         self.n_positions = n_positions
         self.keep_active = keep_active
         self.refresh = refresh
-        self.shift = shift
         self.policy = policy
         self.prev_tokens: I64 | None = None                    # canvas at the last forward
         self.last_changed: I64 = np.full(n_positions, -1, dtype=np.int64)
@@ -60,9 +62,10 @@ class InterStepCache:
         self.partial_forwards = 0
 
     def plan(self, step: int, tokens: I64, masked: npt.NDArray[np.bool_], block: tuple[int, int],
-             block_step: int) -> I64:
+             block_step: int, rows: I64) -> I64:
         """Choose the positions to recompute at `step` (all of them on a full step); `block` is
-        the current block's [lo, hi) and `block_step` the step's index within it."""
+        the current block's [lo, hi), `block_step` the step's index within it and `rows` the
+        logits rows the step reads (they are always recomputed)."""
         full = self.prev_tokens is None or (self.refresh > 0 and step > 0 and step % self.refresh == 0)
         if self.policy != "diffuse" and block_step == 0:
             full = True                                        # Fast-dLLM: refresh per block
@@ -77,8 +80,7 @@ class InterStepCache:
                 act = masked | changed | recent
             else:
                 act[block[0]:block[1] if self.policy == "dual" else None] = True
-            if self.shift:   # Dream: masked i reads row i - 1, which must be fresh
-                act[:-1] |= masked[1:]
+            act[rows] = True       # Dream: masked i reads row i - 1, which must be fresh
             full = bool(act.all()) or not bool(act.any())
         self.active = (np.arange(self.n_positions, dtype=np.int64) if full
                        else np.flatnonzero(act).astype(np.int64))

@@ -156,7 +156,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
     masked[n_prompt:] = True
     rng = np.random.default_rng(seed)
     t = model.transformer
-    store = InterStepCache(model.config, len(canvas), cache_keep_active, cache_refresh, shift,
+    store = InterStepCache(model.config, len(canvas), cache_keep_active, cache_refresh,
                            cache_policy) if cache else None
     stats = DiffusionStats(gen_length=gen_length)
     history: list[I64] = []
@@ -176,7 +176,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
                 logits = t.logits(hidden[rows])                           # (m, V)
                 stats.active_positions.append(len(canvas))
             else:
-                active = store.plan(step, canvas, masked, (lo, hi), s)
+                active = store.plan(step, canvas, masked, (lo, hi), s, rows)
                 hidden = t.hidden(canvas[active], cache=store, causal=False, positions=active)
                 where = np.searchsorted(active, rows)                     # rows are all active
                 logits = t.logits(hidden[where])
