@@ -8,13 +8,11 @@
         commit the n most certain, leave the rest masked
     until nothing is masked
 
-Schedulers (how many to commit):
-- ``low_confidence``: the schedule's count, most confident first (diffuse-cpp's default);
-- ``entropy_exit``: max(schedule count, positions with entropy < threshold), lowest entropy
-  first (diffuse-cpp; threshold 1.5 nats) — easy steps empty the canvas early;
-- ``threshold``: Fast-dLLM: the most confident, plus every position whose probability
-  reaches `threshold` (default 0.9);
-- ``factor``: Fast-dLLM: the longest prefix of sorted probabilities with c_n >= 1 - f/(n+1).
+The scheduler (``schedulers.py``) says how many to commit and the remasking rule
+(``remasking.py``) in which order; each scheduler has a rule of its own for when none is
+named (low_confidence: diffuse-cpp's raw top-1 logit; entropy_exit: the entropy; threshold
+and factor: Fast-dLLM's probability). A budgeted scheduler ends a block on its last step by
+committing what is left; an adaptive one (threshold, factor) runs until the block is done.
 
 A Dream model reads position i's proposal from logits row i - 1 (its training shifted the
 targets by one); every other model reads row i. Only the rows that are read go through the
@@ -32,14 +30,14 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.diffusion.cache import InterStepCache
-from llmnb.diffusion.remasking import Candidates, order, propose
+from llmnb.diffusion.remasking import order, propose
+from llmnb.diffusion.schedulers import make_scheduler
 from llmnb.diffusion.schedules import SCHEDULES, transfer_count
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
 
 I64 = npt.NDArray[np.int64]
-SCHEDULERS = ("low_confidence", "entropy_exit", "threshold", "factor")
 
 
 @dataclass
@@ -82,13 +80,11 @@ class DiffusionResult:
 
 
 def _check(model: Model, gen_length: int, steps: int, block_length: int | None,
-           scheduler: str, schedule: str, n_prompt: int) -> tuple[int, int]:
+           schedule: str, n_prompt: int) -> tuple[int, int]:
     c = model.config
     if c.causal:
         raise ModelError(f"{model.path.name}: a causal ({c.arch}) model cannot denoise: "
                          "expected a diffusion model (llada, dream, or a diffuse file)")
-    if scheduler not in SCHEDULERS:
-        raise UsageError(f"scheduler: expected one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     if schedule not in SCHEDULES:
         raise UsageError(f"schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if gen_length < 1 or steps < 1:
@@ -115,39 +111,23 @@ def mask_id_of(model: Model) -> int:
     return int(mid)
 
 
-def _commit_count(scheduler: str, c: Candidates, n_sched: int, entropy_threshold: float,
-                  threshold: float, factor: float) -> tuple[int, bool]:
-    """(how many to commit, whether to order by entropy) for one step."""
-    if scheduler == "low_confidence":
-        return n_sched, False
-    if scheduler == "entropy_exit":
-        easy = int(np.count_nonzero(c.entropy < entropy_threshold))
-        return min(max(n_sched, easy), len(c.tokens)), True
-    probs = np.sort(c.confidence)[::-1]                       # descending probabilities
-    if scheduler == "threshold":
-        return max(1, int(np.count_nonzero(probs >= threshold))), False
-    n = 1                                                     # factor: c_n >= 1 - f/(n+1)
-    while n < len(probs) and probs[n] >= 1.0 - factor / (n + 2):
-        n += 1
-    return n, False
-
-
 def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, steps: int = 32,
             scheduler: str = "low_confidence", schedule: str = "cosine",
-            remasking: str = "low_confidence", temperature: float = 0.0,
+            remasking: str | None = None, temperature: float = 0.0,
             entropy_threshold: float = 1.5, threshold: float = 0.9, factor: float = 1.0,
             block_length: int | None = None, cache: bool = True, cache_keep_active: int = 0,
             cache_refresh: int = 0, cache_policy: str = "diffuse", chat: bool = False,
             system: str | None = None, seed: int = 42) -> DiffusionResult:
     """Denoise `gen_length` masked positions after `prompt` (``llmnb.diffuse``).
 
+    `scheduler` and its parameters (`entropy_threshold`, `threshold`, `factor`) say how many
+    positions a step commits, `remasking` (default: the scheduler's own rule) in which order.
     `cache`: reuse K/V between steps (``cache.py``; `cache_policy` "diffuse", "prefix" or
     "dual"); `cache_keep_active` and `cache_refresh` are diffuse-cpp's options."""
     ids = model.prompt_ids(prompt, chat, system)
-    block, steps_per_block = _check(model, gen_length, steps, block_length, scheduler,
-                                    schedule, len(ids))
-    if scheduler in ("threshold", "factor"):
-        remasking = "probability"                             # Fast-dLLM's rules use probabilities
+    block, steps_per_block = _check(model, gen_length, steps, block_length, schedule, len(ids))
+    rule = make_scheduler(scheduler, entropy_threshold, threshold, factor)
+    remasking = rule.remasking if remasking is None else remasking
     mask = mask_id_of(model)
     shift = model.config.shift_logits
     n_prompt = len(ids)
@@ -164,8 +144,8 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
     step = 0
     for b in range(gen_length // block):
         lo, hi = n_prompt + b * block, n_prompt + (b + 1) * block
-        n_initial = block
-        for s in range(steps_per_block):
+        s = 0
+        while True:                                       # a block's steps, until it is done
             todo = np.flatnonzero(masked[lo:hi]).astype(np.int64) + lo     # masked, this block
             if len(todo) == 0:
                 break
@@ -183,17 +163,17 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
                 stats.active_positions.append(len(active))
             stats.forward_s.append(time.perf_counter() - f0)
             cands = propose(logits, todo, remasking, temperature, rng)
-            n_sched = transfer_count(schedule, s, steps_per_block, len(todo), n_initial)
-            n, by_entropy = _commit_count(scheduler, cands, n_sched, entropy_threshold, threshold,
-                                          factor)
-            if s == steps_per_block - 1:
-                n = len(todo)                                     # a block ends on its last step
-            pick = order(cands, by_entropy)[:n]
+            n_sched = transfer_count(schedule, s, steps_per_block, len(todo), block)
+            if not rule.adaptive and s >= steps_per_block - 1:
+                pick = order(cands)                               # a budget ends on its last step
+            else:
+                pick = rule.select(cands, logits, n_sched)
             stats.committed.append(len(pick))
             canvas[cands.positions[pick]] = cands.tokens[pick]
             masked[cands.positions[pick]] = False
             history.append(np.where(masked[n_prompt:], mask, canvas[n_prompt:]).astype(np.int64))
             step += 1
+            s += 1
     stats.seconds = time.perf_counter() - t0
     stats.steps = step
     stats.full_forwards = store.full_forwards if store is not None else step

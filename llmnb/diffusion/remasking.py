@@ -47,6 +47,7 @@ class Candidates:
     tokens: I64             # (m,) proposed token per position
     confidence: F64         # (m,) larger = more certain (per the remasking rule)
     entropy: F64            # (m,) nats, from the raw logits
+    probability: F64        # (m,) p(token) under softmax(raw logits), float64 (LLaDA's)
 
 
 def entropy(logits: F32, temperature: float = 0.0) -> F64:
@@ -90,13 +91,14 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
     ent = entropy(logits)
+    prob = softmax64(logits)[rows, tokens]
     conf: F64
     if remasking == "low_confidence" and temperature <= 0.0:
         conf = logits[rows, tokens].astype(np.float64)
-    elif remasking in ("low_confidence", "maskgit_plus"):
-        conf = softmax64(logits, temperature)[rows, tokens]          # tempered at T > 0
-    elif remasking == "probability":
-        conf = softmax64(logits)[rows, tokens]
+    elif remasking in ("low_confidence", "maskgit_plus") and temperature > 0.0:
+        conf = softmax64(logits, temperature)[rows, tokens]          # tempered
+    elif remasking in ("probability", "maskgit_plus"):
+        conf = prob
     elif remasking == "topk_margin":
         top2 = np.partition(logits, -2, axis=1)[:, -2:].astype(np.float64)   # (m, 2) ascending
         conf = top2[:, 1] - top2[:, 0]
@@ -104,12 +106,10 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
         conf = -ent if temperature <= 0.0 else -entropy(logits, temperature)
     else:  # random
         conf = np.asarray(rng.random(size=(m,)), dtype=np.float64)
-    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent)
+    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent, prob)
 
 
-def order(c: Candidates, by_entropy: bool = False) -> I64:
-    """Indices into `c`, most certain first (highest confidence, or lowest entropy);
-    ties by position ascending."""
-    key = c.entropy if by_entropy else -c.confidence
-    out: I64 = np.lexsort((c.positions, key)).astype(np.int64)
+def order(c: Candidates) -> I64:
+    """Indices into `c`, most confident first; ties by position ascending."""
+    out: I64 = np.lexsort((c.positions, -c.confidence)).astype(np.int64)
     return out
