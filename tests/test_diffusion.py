@@ -225,15 +225,6 @@ def test_fast_dllm_cache_policies_recompute_the_block_or_the_block_and_suffix(ll
         diffuse(llada, PROMPT, gen_length=8, steps=2, cache_policy="lru")
 
 
-@pytest.mark.parametrize("rule", ["low_confidence", "probability", "maskgit_plus", "topk_margin",
-                                  "entropy", "random"])
-@pytest.mark.parametrize("temperature", [0.0, 0.7])
-def test_every_remasking_rule_fills_the_canvas(llada: Model, rule: str, temperature: float) -> None:
-    r = diffuse(llada, PROMPT, gen_length=12, steps=4, remasking=rule, temperature=temperature,
-                cache=False)
-    assert sum(r.stats.committed) == 12 and r.steps_taken == 4 and len(r.tokens) == 12
-
-
 def test_dream_dual_cache_recomputes_the_block_and_only_the_rows_it_reads(dream: Model) -> None:
     # Dream reads position i's proposal from row i - 1: a cached step must recompute the rows
     # it reads (left neighbours of the block's masked positions), not those of every mask

@@ -85,26 +85,17 @@ def factor_pick(ranked: I64, probability: F64, factor: float) -> I64:
     return ranked[:n]
 
 
-class Threshold(Scheduler):
-    """``threshold``: Fast-dLLM's confidence-aware parallel decoding (default 0.9)."""
+class FastDLLM(Scheduler):
+    """``threshold`` (default 0.9) or ``factor`` (default f = 1): Fast-dLLM's rules."""
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, rule: str, value: float) -> None:
         super().__init__("probability", adaptive=True)
-        self.threshold = threshold
+        self.rule = rule
+        self.value = value
 
     def select(self, c: Candidates, logits: F32, n_sched: int) -> I64:
-        return threshold_pick(order(c), c.probability, self.threshold)
-
-
-class Factor(Scheduler):
-    """``factor``: Fast-dLLM's factor rule, (n + 1)(1 - c_n) <= f (default f = 1)."""
-
-    def __init__(self, factor: float) -> None:
-        super().__init__("probability", adaptive=True)
-        self.factor = factor
-
-    def select(self, c: Candidates, logits: F32, n_sched: int) -> I64:
-        return factor_pick(order(c), c.probability, self.factor)
+        pick = threshold_pick if self.rule == "threshold" else factor_pick
+        return pick(order(c), c.probability, self.value)
 
 
 def _finite(name: str, value: float, low: float, high: float = math.inf) -> float:
@@ -122,7 +113,7 @@ def make_scheduler(name: str, entropy_threshold: float = 1.5, threshold: float =
     if name == "entropy_exit":
         return EntropyExit(_finite("entropy_threshold", entropy_threshold, 0.0))
     if name == "threshold":
-        return Threshold(_finite("threshold", threshold, 0.0, 1.0))
+        return FastDLLM(name, _finite("threshold", threshold, 0.0, 1.0))
     if name == "factor":
-        return Factor(_finite("factor", factor, 0.0))
+        return FastDLLM(name, _finite("factor", factor, 0.0))
     raise UsageError(f"scheduler: expected one of {', '.join(SCHEDULERS)}, got {name!r}")
