@@ -412,10 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many positions a step commits (low_confidence)")
     s.add_argument("--schedule", default="cosine", choices=["cosine", "linear", "even", "eps"],
                    help="transfer counts per step (cosine, as diffuse-cpp)")
-    s.add_argument("--remasking", default="low_confidence",
+    s.add_argument("--remasking", default=None,
                    choices=["low_confidence", "probability", "maskgit_plus", "topk_margin",
                             "entropy", "random"],
-                   help="which positions first: the confidence rule (low_confidence: raw top-1 logit)")
+                   help="which positions first: the confidence rule (default: the scheduler's "
+                        "own; low_confidence's is the raw top-1 logit, as diffuse-cpp)")
     s.add_argument("--entropy-threshold", type=_non_negative_float, default=1.5,
                    help="entropy_exit: positions below this many nats count as easy (1.5)")
     s.add_argument("--threshold", type=_probability, default=0.9, help="threshold scheduler (0.9)")
