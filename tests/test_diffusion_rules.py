@@ -91,7 +91,7 @@ def test_entropy_equals_its_definition() -> None:
 def test_scheduler_choices_on_hand_made_logits() -> None:
     def pick(scheduler: str, rule: str, n_sched: int = 1, **kw: float) -> list[int]:
         c = propose(LOGITS, POSITIONS, rule, 0.0, np.random.default_rng(7))
-        return c.positions[make_scheduler(scheduler, **kw).select(c, LOGITS, n_sched)].tolist()
+        return c.positions[make_scheduler(scheduler, **kw).select(c, LOGITS, n_sched, 0.0)].tolist()
 
     assert pick("low_confidence", "low_confidence", 2) == [10, 12]
     assert pick("entropy_exit", "entropy", 1, entropy_threshold=0.7) == [11, 13]   # two easy
@@ -149,10 +149,10 @@ def test_fast_dllm_rules_choose_as_the_reference_on_a_real_confidence_vector() -
     ranked = np.argsort(-conf, kind="stable")                # torch.topk's order, ties aside
     # threshold: top-1, then every other at or above 0.9
     want = {int(ranked[0])} | {int(i) for i in ranked[1:] if conf[i] >= 0.9}
-    got = make_scheduler("threshold", threshold=0.9).select(c, logits, 0)
+    got = make_scheduler("threshold", threshold=0.9).select(c, logits, 0, 0.0)
     assert set(got.tolist()) == want
     # factor: the reference's count on the sorted vector
     for f in (0.5, 1.0, 2.0):
-        got = make_scheduler("factor", factor=f).select(c, logits, 0)
+        got = make_scheduler("factor", factor=f).select(c, logits, 0, 0.0)
         n = fast_dllm_factor_count(conf[ranked].tolist(), f)
         assert got.tolist() == ranked[:n].tolist() and n < 48
