@@ -69,7 +69,9 @@ class Scheduler:
 
 class EntropyExit(Scheduler):
     """``entropy_exit``: at least the schedule's count, and every position whose entropy
-    (from the raw logits) is under `threshold` nats (diffuse-cpp; strict, default 1.5)."""
+    (from the raw logits) is under `threshold` nats (diffuse-cpp; strict, default 1.5), in
+    the rule's order: its own, ``entropy``, is diffuse-cpp's at T = 0; at T > 0 it ranks by
+    the tempered entropy, where diffuse-cpp keeps ranking by the raw one."""
 
     def __init__(self, threshold: float) -> None:
         super().__init__("entropy")
@@ -125,7 +127,9 @@ class EntropyBound(Scheduler):
     Sampling from Masked Diffusion Models via Entropy Bounded Unmasking", 2025), with the
     defaults of diffusers' EntropyBoundScheduler: gamma 0.1, the sampling temperature
     annealed from t_max on a block's first step to t_min at its `steps`-th, the entropy
-    taken from the distribution the tokens are drawn from (softmax(logits / T))."""
+    taken from the distribution the tokens are drawn from (softmax(logits / T)). (diffusers'
+    class serves a uniform-noise model and re-noises what it rejects; here the rejected
+    positions stay masked, as in the paper's masked models.)"""
 
     def __init__(self, gamma: float, t_max: float, t_min: float) -> None:
         super().__init__("entropy", adaptive=True)
