@@ -10,9 +10,9 @@ validity difference in points, speed-up.
 
 The rungs: one step; entropy_exit (diffuse-cpp); Fast-dLLM's threshold and factor; EB-Sampler
 (diffusers' defaults, seeded, and greedy); KLASS; WINO; and on the reference's 16 steps the
-caches: diffuse-cpp's, Fast-dLLM's prefix and dual (blocks of 24), elastic, DPad's suffix
-window (blocks of 16, 8 positions beyond), dual with the suffix window; and elastic under
-Fast-dLLM's threshold, the pairing of its paper.
+caches: diffuse-cpp's, Fast-dLLM's prefix and dual (blocks of 24), elastic (windows of 16
+and 8), DPad's suffix window (blocks of 16, 8 positions beyond), dual with the suffix window;
+and Fast-dLLM's threshold with its dual cache and with elastic, the pairings of their papers.
 
 Targets (issue notes, multi-answer prompts): some method needs at least 3x fewer forwards
 than the reference at no more than 1 point lower validity; some cache beats the dual
@@ -45,10 +45,14 @@ METHODS: dict[str, dict[str, Any]] = {
     "cache: prefix, blocks of 24": {"cache": True, "cache_policy": "prefix", "block_length": 24},
     "cache: dual, blocks of 24": {"cache": True, "cache_policy": "dual", "block_length": 24},
     "cache: elastic": {"cache": True, "cache_policy": "elastic"},
+    "cache: elastic, window 8": {"cache": True, "cache_policy": "elastic", "elastic_window": 8},
     "suffix window 8, blocks of 16": {"block_length": 16, "steps": 15, "suffix_window": 8},
     "cache: dual + suffix window 8, blocks of 16": {"cache": True, "cache_policy": "dual",
                                                     "block_length": 16, "steps": 15,
                                                     "suffix_window": 8},
+    "threshold 0.9 + cache: dual, blocks of 24": {"scheduler": "threshold", "cache": True,
+                                                  "cache_policy": "dual", "block_length": 24}
+                                                 | OWN_RULE,
     "threshold 0.9 + cache: elastic": {"scheduler": "threshold", "cache": True,
                                        "cache_policy": "elastic"} | OWN_RULE,
 }
