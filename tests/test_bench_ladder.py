@@ -9,7 +9,7 @@ import pytest
 
 from llmnb.errors import UsageError
 from llmnb.perf.bench_cache import cache_worker
-from llmnb.perf.bench_ladder import REFERENCE, ladder_worker, targets
+from llmnb.perf.bench_ladder import REFERENCE, best, ladder_worker, targets
 from llmnb.perf.heldout import Prompt, is_valid, read_heldout, spread
 
 ROOT = Path(__file__).parent.parent
@@ -105,3 +105,19 @@ def test_targets_name_the_rows_that_meet_them() -> None:
     assert "loose" not in line and "sloppy" not in line
     assert targets([row(REFERENCE) | {"kind": "single"}]) == [
         "m: no multi-answer prompts in this held-out set"]
+
+
+def test_best_is_the_most_useful_tokens_per_forward_that_keeps_validity() -> None:
+    def row(method: str, kind: str, useful: float, delta: float, nfe: float) -> dict[str, object]:
+        return {"kind": kind, "method": method, "useful_per_forward": useful,
+                "validity_delta": delta, "nfe": nfe}
+
+    rows = [row(REFERENCE, "multi", 0.5, 0.0, 16), row("one step", "multi", 8.0, -30.0, 1),
+            row("edge", "multi", 2.0, -1.0, 4), row("tied", "multi", 2.0, 0.0, 5),
+            row("single best", "single", 9.0, 0.0, 1)]
+    assert best(rows, "multi")["method"] == "edge"         # -1 point is kept; 4 forwards beat 5
+    assert best(rows, "single")["method"] == "single best"
+    assert best([row(REFERENCE, "multi", 0.5, 0.0, 16), row("one step", "multi", 8.0, -2.0, 1)],
+                "multi")["method"] == REFERENCE
+    with pytest.raises(UsageError, match="no rows of kind 'multi'"):
+        best(rows[-1:], "multi")

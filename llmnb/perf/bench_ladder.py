@@ -16,7 +16,8 @@ and Fast-dLLM's threshold with its dual cache and with elastic, the pairings of 
 
 Targets (issue notes, multi-answer prompts): some method needs at least 3x fewer forwards
 than the reference at no more than 1 point lower validity; some cache beats the dual
-cache's speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them.
+cache's speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them;
+``best`` picks the method the break-even of the notebooks is built on.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llmnb.errors import UsageError
 from llmnb.perf.heldout import kinds, on_tiny_models, run_settings
 
 REFERENCE = "low_confidence, 16 steps"
@@ -97,6 +99,17 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
                    f"{', '.join(fewer) or 'none'}; >= 1.5x the dual cache's speed-up at "
                    f">= 99% fidelity: {', '.join(faster) or 'none'}")
     return out
+
+
+def best(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The row of `kind` (one model's rows) that commits the most useful tokens per forward
+    at no more than 1 point lower validity than the reference (fewer forwards break a tie);
+    the reference itself when no other method keeps its validity."""
+    kept = [r for r in rows if r["kind"] == kind and r["validity_delta"] >= -1]
+    if not kept:
+        raise UsageError(f"bench ladder: no rows of kind {kind!r} (kinds: "
+                         f"{sorted({r['kind'] for r in rows})})")
+    return max(kept, key=lambda r: (r["useful_per_forward"], -r["nfe"]))
 
 
 def ladder_rows(per_kind: int = 32) -> list[dict[str, Any]]:
