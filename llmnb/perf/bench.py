@@ -143,9 +143,16 @@ def _diffusion(repeats: int, threads: list[int] | None,
 
 
 def _cache(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
-    from llmnb.perf.bench_diffusion import cache_rows
+    from llmnb.perf.bench_cache import cache_rows
 
     return cache_rows() if _has_data("cache") else None
+
+
+def _ladder(repeats: int, threads: list[int] | None,
+            peer: str | None) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_ladder import ladder_rows
+
+    return ladder_rows() if _has_data("ladder") else None
 
 
 def _scaling(repeats: int, threads: list[int] | None,
@@ -175,9 +182,14 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
            "weight bytes", _ar),
     "diffusion": ("diffusion: one uncached step of SmolLM2-135M as a llada file, prompt 32 + B "
                   "masked; MFU = achieved GFLOP/s / sgemm GFLOP/s (same run)", _diffusion),
-    "cache": ("cache: inter-step K/V cache on the tiny diffusion models, every 2nd held-out prompt, "
-              "48 positions, 16 steps, 1 thread; speed-up, fidelity (tokens equal) and accuracy "
-              "against the uncached run with the same blocks; entropy_exit's mean steps", _cache),
+    "cache": ("cache: inter-step K/V cache on the tiny diffusion models, up to 40 held-out "
+              "prompts of each kind (single-, multi-answer), 48 positions, 16 steps, 1 thread; "
+              "speed-up, fidelity (tokens equal) and validity against the uncached run with "
+              "the same blocks; entropy_exit's mean steps; canvas and useful tok/s", _cache),
+    "ladder": ("ladder: training-free parallel decoding on the tiny diffusion models, up to 32 "
+               "held-out prompts of each kind, 48 positions, 1 thread; per method forwards per "
+               "answer (NFE), tokens per forward, wall time, validity and fidelity against "
+               "16 steps of low_confidence", _ladder),
     "scaling": ("scaling: AR decode vs diffusion step (B=64, prompt 32) per thread count; "
                 "scaling = tok/s over tok/s at the first thread count", _scaling),
     "kv": ("kv: streaming perplexity vs KV budget (Initial-Key Cache, StreamingLLM, H2O), "
