@@ -86,6 +86,28 @@ class PackedMatrix:
     def type_name(self) -> str:
         return type_name(self.ggml_type)
 
+    def matmul(self, x: F32) -> F32:
+        """x (T, n_in) @ W.T -> (T, n_out) (``llmnb.kernels.matmul``; numba loads on first use)."""
+        from llmnb.kernels.product import matmul
+
+        return matmul(x, self)
+
+
+@dataclass
+class PackedParts:
+    """Weights side by side along the outputs that cannot share one layout (Q, K and V of
+    different types, as in Q4_K_M files): each part multiplies, the outputs are joined."""
+
+    parts: tuple[PackedMatrix, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def matmul(self, x: F32) -> F32:
+        out: F32 = np.concatenate([p.matmul(x) for p in self.parts], axis=1)   # (T, sum n_out)
+        return out
+
 
 def packed_bytes_per_weight(ggml_type: int) -> float:
     """Bytes per weight of the repacked layout (for the memory preflight, before packing)."""
