@@ -23,7 +23,7 @@ from llmnb.gguf.constants import GGMLType
 
 F32 = npt.NDArray[np.float32]
 
-DENSE_ROWS = 24             # from this many rows on, dequantize + sgemm (bench_quant crossover)
+DENSE_ROWS = 48             # from this many rows on, dequantize + sgemm (bench_quant cost_curve)
 SCRATCH_BYTES = 16 << 20    # the float32 scratch: at most this many bytes of W.T at a time
 
 
