@@ -135,20 +135,22 @@ def legacy_quants(blocks: U8, ggml_type: int) -> Quants:
     if ggml_type == T.Q4_1:
         return nibbles(blocks, 4), d, f16_column(blocks, 2), 32
     if ggml_type == T.Q5_0:
-        q: I8 = quants_5bit(blocks, 2).view(np.int8)                 # 0..31
-        q -= np.int8(16)
-        return q, d, None, 32
+        q50: I8 = quants_5bit(blocks, 2).view(np.int8)               # 0..31
+        q50 -= np.int8(16)
+        return q50, d, None, 32
     if ggml_type == T.Q5_1:
-        return quants_5bit(blocks, 4).view(np.int8), d, f16_column(blocks, 2), 32
-    return byte_columns(blocks, 2, 34).view(np.int8), d, None, 32   # Q8_0
+        q51: I8 = quants_5bit(blocks, 4).view(np.int8)
+        return q51, d, f16_column(blocks, 2), 32
+    q8: I8 = byte_columns(blocks, 2, 34).view(np.int8)
+    return q8, d, None, 32                                           # Q8_0
 
 
 def kquant_quants(blocks: U8, ggml_type: int) -> Quants:
     """Q4_K, Q5_K, Q6_K super-blocks (n, type_size) -> quants (n, 256) and per-group scales
     (n, 8) or (n, 16), computed in the dequantizer's order (kquants_dequant)."""
     if ggml_type == T.Q6_K:
-        sc = blocks[:, 192:208].view(np.int8)                        # (n, 16)
-        dl = f16_column(blocks, 208) * sc                            # (n, 16)
+        sc6 = blocks[:, 192:208].view(np.int8)                        # (n, 16)
+        dl = f16_column(blocks, 208) * sc6                           # (n, 16)
         low = bit_planes(byte_columns(blocks, 0, 128).reshape(-1, 64), 4, 2)
         high = planes_of(blocks, 128, 192, 2, 4, to_bit=4)           # (n * 2, 4, 32)
         high |= low.reshape(high.shape)                              # 0..63
@@ -159,13 +161,13 @@ def kquant_quants(blocks: U8, ggml_type: int) -> Quants:
     dmin = f16_column(blocks, 2)
     sc, mn = k4_scales_mins(blocks)                                  # (n, 8) each
     if ggml_type == T.Q4_K:
-        q = planes_of(blocks, 16, 144, 4, 2)                         # (n * 4, 2, 32): 0..15
+        qk: U8 = planes_of(blocks, 16, 144, 4, 2)                    # (n * 4, 2, 32): 0..15
     else:
-        q = planes_of(blocks, 48, 176, 4, 2)
-        q |= planes_of(blocks, 16, 48, 1, 8, to_bit=4).reshape(q.shape)   # 0..31
+        qk = planes_of(blocks, 48, 176, 4, 2)
+        qk |= planes_of(blocks, 16, 48, 1, 8, to_bit=4).reshape(qk.shape)   # 0..31
     minus = -(dmin * mn)                                             # (n, 8)
-    q5: npt.NDArray[np.generic] = q.reshape(-1, 256) if ggml_type == T.Q4_K else \
-        q.reshape(-1, 256).view(np.int8)
+    q5: npt.NDArray[np.generic] = qk.reshape(-1, 256) if ggml_type == T.Q4_K else \
+        qk.reshape(-1, 256).view(np.int8)
     return q5, d * sc, minus, 32
 
 
@@ -205,7 +207,8 @@ def pack(raw: npt.NDArray[np.uint8], ggml_type: int, n_out: int, n_in: int) -> P
     d_rows = np.ascontiguousarray(d, dtype=np.float32).reshape(n_out, groups)
     m_rows = None if m is None else np.ascontiguousarray(m, dtype=np.float32).reshape(n_out, groups)
     if ggml_type in NIBBLE_TYPES:
-        lo, hi = q[:, :, :16], q[:, :, 16:]                          # inputs j and j + 16
+        q4 = q.view(np.uint8)
+        lo, hi = q4[:, :, :16], q4[:, :, 16:]                        # inputs j and j + 16
         qs: npt.NDArray[np.generic] = tiles(lo | (hi << np.uint8(4)), n_out)
         kind = "nibbles"
     else:
