@@ -174,7 +174,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
         print(flush=True)
     print(f"[{s.prompt_tokens} prompt tokens, prefill {s.prefill_tok_s:.1f} tok/s | "
           f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {stop_reason} | "
-          f"{a.threads} thread(s){_kv_note(kv)}{_spec_note(spec)}]", file=sys.stderr)
+          f"{a.threads} thread(s), {model.plan.weights} weights{_kv_note(kv)}{_spec_note(spec)}]",
+          file=sys.stderr)
     return EXIT_OK
 
 
@@ -183,6 +184,22 @@ def _stream_out(raw: bool) -> Callable[[str], None]:
         sys.stdout.write(text if raw else safe_text(text))
         sys.stdout.flush()
     return write
+
+
+def _load_batched(a: argparse.Namespace) -> Any:
+    """The model for a command whose passes cover many tokens at once (diffuse, perplexity):
+    with --weights auto, float32 weights when they fit in memory (those passes are
+    compute-bound, and sgemm on a float32 copy beats dequantizing a slice per pass: see
+    notebooks 07 and 09), else the quantized ones."""
+    from llmnb.model import load
+    from llmnb.model.weights import MemoryPreflightError
+
+    if a.weights != "auto":
+        return load(a.model, tokenizer=a.tokenizer, weights=a.weights)
+    try:
+        return load(a.model, tokenizer=a.tokenizer, weights="f32", residency="resident")
+    except MemoryPreflightError:
+        return load(a.model, tokenizer=a.tokenizer, weights="quantized")
 
 
 def cmd_diffuse(a: argparse.Namespace) -> int:
@@ -199,7 +216,7 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer, weights=a.weights)
+        model = _load_batched(a)
         r = diffuse(model, prompt, gen_length=a.n, steps=a.steps, scheduler=a.scheduler,
                     schedule=a.schedule, remasking=a.remasking, temperature=a.temp,
                     entropy_threshold=a.entropy_threshold, threshold=a.threshold,
@@ -233,7 +250,7 @@ def cmd_perplexity(a: argparse.Namespace) -> int:
         return EXIT_INPUT
     kv = _kv_args(a)
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer, weights=a.weights)
+        model = _load_batched(a)
         r = perplexity(model, text, ctx=a.ctx, rule=a.rule, max_chunks=a.chunks,
                        progress=_progress_bar("perplexity", unit="window"), **kv)
     if a.json:
@@ -304,6 +321,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
 # --- parser -----------------------------------------------------------------------------
 
 AUTO_WEIGHTS = "quantized for block-quantized files (Q4_0 ... Q6_K), f32 for float ones"
+AUTO_BATCHED = ("f32 when the float32 weights fit in memory (these passes cover many tokens "
+                "at once and are compute-bound), else quantized")
 
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= `low`."""
@@ -447,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--system", help="system message (with --chat)")
     s.add_argument("--threads", type=_positive_int, default=1)
-    _add_weights_flag(s, AUTO_WEIGHTS)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -461,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score the second half of each window (llama-perplexity) or all of it")
     s.add_argument("--chunks", type=_positive_int, default=None, help="score at most N windows")
     s.add_argument("--threads", type=_positive_int, default=1)
-    _add_weights_flag(s, AUTO_WEIGHTS)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH")
     s.add_argument("--json", action="store_true")
     _add_kv_flags(s)

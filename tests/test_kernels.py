@@ -255,3 +255,20 @@ def test_smollm2_greedy_ids_equal_on_quantized_and_f32_weights() -> None:
         else:
             assert r.tokens == ids and nbytes < m.transformer.weights.nbytes / 4
         del m
+
+
+def test_cli_weights_flag_runs_both_ways_and_refuses_an_unknown_value(tmp_path: Path) -> None:
+    from llmnb.cli import main
+
+    model = str(retyped_fixture(tmp_path, "llama_f32", T.Q8_0))
+    ids = []
+    for w in ("quantized", "f32"):
+        r = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", model, "-p", "ab", "-n", "4",
+                            "--weights", w, "--json"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert f"{w} weights" in r.stderr
+        ids.append(__import__("json").loads(r.stdout)["ids"])
+    assert ids[0] == ids[1] and len(ids[0]) == 4
+    with pytest.raises(SystemExit) as e:
+        main(["generate", model, "-p", "x", "--weights", "bogus"])
+    assert e.value.code == 2

@@ -49,7 +49,7 @@ if config.THREADING_LAYER == "default":
 def threading_layer() -> str:
     """The layer numba runs parallel loops on ('omp' or 'workqueue'; known after the first)."""
     try:
-        return str(numba.threading_layer())
+        return str(getattr(numba, "threading_layer")())
     except ValueError:                # nothing has run in parallel yet
         return "not started"
 

@@ -118,7 +118,8 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
 
     `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``), "f32"
     (dequantize to float32: the reference path) or "auto" (quantized for block-quantized
-    files, f32 for float ones: ``weights.default_weights``). `residency`, for f32 weights:
+    causal models, f32 for float files and for diffusion models that fit:
+    ``weights.default_weights``). `residency`, for f32 weights:
     "resident" (in memory), "streaming" (dequantize each layer when used) or "auto"
     (resident if it fits). A model that does not fit is refused here.
     """
@@ -130,5 +131,5 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     kv_tokens = min(config.n_ctx, 2048)
     kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
     plan = plan_residency(f, config, kv_bytes, residency,
-                          default_weights(f) if weights == "auto" else weights)
+                          default_weights(f, config, kv_bytes) if weights == "auto" else weights)
     return Model(path, f, config, load_tokenizer(f, tokenizer), plan)

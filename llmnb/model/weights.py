@@ -294,13 +294,24 @@ def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int
     return resident, streaming, quantized
 
 
-def default_weights(f: GGUFFile) -> str:
-    """'quantized' when the layers' matrices are block-quantized (Q4_0 ... Q6_K: the
-    kernels read fewer bytes than float32 and decode faster), 'f32' for float files (F32,
-    F16, BF16), whose float32 copies BLAS multiplies at least as fast (``llmnb bench ar``)."""
+def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: int = 0) -> str:
+    """The weights ``llmnb.load(..., weights="auto")`` picks, by what is faster per use:
+
+    - a float file (F32, F16, BF16 matrices): 'f32'; BLAS multiplies the float32 copies at
+      least as fast as the half-precision kernels (``llmnb bench quant``);
+    - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
+      (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
+    - a block-quantized diffusion model (bidirectional, every step a pass over the whole
+      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
+      them beats dequantizing a slice per step; else 'quantized'."""
     blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
     floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
-    return "quantized" if any(t.ggml_type not in floats for t in blocks) else "f32"
+    if all(t.ggml_type in floats for t in blocks):
+        return "f32"
+    if config is not None and not config.causal:
+        resident = estimate_bytes(f, config, kv_bytes)[0]
+        return "f32" if resident <= available_memory() else "quantized"
+    return "quantized"
 
 
 def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,

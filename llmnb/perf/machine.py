@@ -331,7 +331,7 @@ def facts_from_json(d: dict[str, Any]) -> MachineFacts:
         measured_at=str(d["measured_at"]),
         sgemm_gflops=_int_keys(d["sgemm_gflops"]), copy_gbs=_int_keys(d["copy_gbs"]),
         triad_gbs=_int_keys(d["triad_gbs"]), gemv_gbs=_int_keys(d["gemv_gbs"]),
-        read_gbs=_int_keys(d["read_gbs"]),
+        read_gbs=_int_keys(d.get("read_gbs") or d["gemv_gbs"]),   # records before the read roof
     )
 
 
