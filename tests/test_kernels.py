@@ -272,3 +272,18 @@ def test_cli_weights_flag_runs_both_ways_and_refuses_an_unknown_value(tmp_path: 
     with pytest.raises(SystemExit) as e:
         main(["generate", model, "-p", "x", "--weights", "bogus"])
     assert e.value.code == 2
+
+
+def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
+    from llmnb.perf.bench_quant import KERNEL_TYPES as BENCH_TYPES
+    from llmnb.perf.bench_quant import bench_kernels
+
+    rows = bench_kernels(repeats=1, layers=1)
+    table = [r for r in rows if "GB_s" in r]
+    assert [r["type"] for r in table] == [type_name(t) for t in BENCH_TYPES]
+    for r in table:
+        assert r["file_bytes_per_weight"] <= r["bytes_per_weight"] <= 2.0      # what is read
+        assert r["GB_s"] > 0 and r["vs_numpy_f32"] > 0
+    curve = [r for r in rows if "rows" in r]
+    assert curve[0]["rows"] == 1 and abs(curve[0]["quantized_steps"] - 1) < 0.5
+    assert all(r["faster"] in ("quantized", "dense") for r in curve)
