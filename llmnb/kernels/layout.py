@@ -39,7 +39,7 @@ from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
 from llmnb.quant import dequantize
 from llmnb.quant.chunked import bit_planes, byte_columns, f16_column
 from llmnb.quant.kquants_dequant import k4_scales_mins, planes_of
-from llmnb.quant.legacy_dequant import nibbles, quants_5bit
+from llmnb.quant.legacy_dequant import quants_5bit
 
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]
@@ -127,22 +127,20 @@ def packed_bytes_per_weight(ggml_type: int) -> float:
 Quants = tuple[npt.NDArray[np.generic], F32, F32 | None, int]   # q (n, block), d, m, group
 
 
+# Q4_0, Q4_1 and Q8_0 blocks already hold their quants as the layout does (Q4's byte j:
+# input j low, j + 16 high): (byte offset, bytes) of the quants in a block, copied as they are
+AS_STORED = {T.Q4_0: (2, 16), T.Q4_1: (4, 16), T.Q8_0: (2, 32)}
+
+
 def legacy_quants(blocks: U8, ggml_type: int) -> Quants:
-    """Q4_0 .. Q8_0 blocks (n, type_size) -> quants (n, 32), d (n, 1), m (n, 1) or None."""
+    """Q5_0 / Q5_1 blocks (n, type_size) -> quants (n, 32) int8, d (n, 1), m (n, 1) or None."""
     d = f16_column(blocks, 0)                                        # (n, 1)
-    if ggml_type == T.Q4_0:
-        return nibbles(blocks, 2), d, d * np.float32(-8), 32
-    if ggml_type == T.Q4_1:
-        return nibbles(blocks, 4), d, f16_column(blocks, 2), 32
     if ggml_type == T.Q5_0:
         q50: I8 = quants_5bit(blocks, 2).view(np.int8)               # 0..31
         q50 -= np.int8(16)
         return q50, d, None, 32
-    if ggml_type == T.Q5_1:
-        q51: I8 = quants_5bit(blocks, 4).view(np.int8)
-        return q51, d, f16_column(blocks, 2), 32
-    q8: I8 = byte_columns(blocks, 2, 34).view(np.int8)
-    return q8, d, None, 32                                           # Q8_0
+    q51: I8 = quants_5bit(blocks, 4).view(np.int8)
+    return q51, d, f16_column(blocks, 2), 32
 
 
 def kquant_quants(blocks: U8, ggml_type: int) -> Quants:
@@ -199,6 +197,18 @@ def pack(raw: npt.NDArray[np.uint8], ggml_type: int, n_out: int, n_in: int) -> P
                             np.zeros((0, 0, 0), dtype=np.float32), None)
     block, size = GGML_BLOCK_SIZES[ggml_type]
     blocks = np.ascontiguousarray(raw).reshape(-1, size)              # (n_out * in / block, size)
+    groups = n_in // 32
+    if ggml_type in AS_STORED:          # quants already as the kernel wants them: one copy
+        start, width = AS_STORED[ggml_type]
+        d = f16_column(blocks, 0).reshape(n_out, groups)
+        m = (d * np.float32(-8) if ggml_type == T.Q4_0 else
+             f16_column(blocks, 2).reshape(n_out, groups) if ggml_type == T.Q4_1 else None)
+        field = blocks[:, start:start + width].reshape(n_out, groups, width)   # strided view
+        kind = "bytes" if ggml_type == T.Q8_0 else "nibbles"
+        return PackedMatrix(kind, ggml_type, n_out, n_in, 32,
+                            tiles(field.view(np.int8) if kind == "bytes" else field, n_out),
+                            np.asarray(tiles(d, n_out), dtype=np.float32),
+                            None if m is None else np.asarray(tiles(m, n_out), dtype=np.float32))
     with np.errstate(invalid="ignore", over="ignore"):   # a NaN/Inf scale: IEEE, as dequantize
         q, d, m, group = (legacy_quants(blocks, ggml_type) if block == 32
                           else kquant_quants(blocks, ggml_type))

@@ -180,9 +180,13 @@ class Weights:
         types = {info.ggml_type for info in infos}
         if len(types) == 1:
             raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
-            return pack(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
-        return PackedParts(tuple(pack(r, info.ggml_type, info.shape[0], n_in)
-                                 for r, info in zip(rows, infos)))
+            packed: Product = pack(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
+        else:
+            packed = PackedParts(tuple(pack(r, info.ggml_type, info.shape[0], n_in)
+                                       for r, info in zip(rows, infos)))
+        del rows
+        self.file.release_pages()            # the copy is made: drop the file's pages now
+        return packed
 
     # --- embedding and head ------------------------------------------------------------
 
