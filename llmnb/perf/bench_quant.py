@@ -12,7 +12,7 @@ layer shapes (fused QKV, O, fused gate/up, down) for all 30 layers, random block
 over the same shapes (``x @ W.T`` with W.T stored (in, out), as the f32 path keeps it), in
 the same run, at the current thread setting. GB/s counts the bytes the kernel reads (the
 repacked quants and float32 scales). ``cost_curve`` is c(T): a product of T rows over one
-layer's Q4_1 matrices in units of the one-row product, by the quantized kernels and by the
+layer's Q4_1 matrices (4 layers) in units of the one-row product, by the quantized kernels and by the
 dequantize + sgemm way (``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where they cross.
 """
 from __future__ import annotations
@@ -167,17 +167,19 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
                      "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
                      "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours})
         del mats
-    return rows + cost_curve(repeats)
+    return rows + cost_curve(repeats, layers=min(layers, 4))
 
 
 def cost_curve(repeats: int = 5, counts: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
-               ggml_type: int = T.Q4_1) -> list[dict[str, object]]:
-    """c(T): T rows through one SmolLM2 layer's matrices, in one-row products (decode steps)."""
+               ggml_type: int = T.Q4_1, layers: int = 4) -> list[dict[str, object]]:
+    """c(T): T rows through `layers` SmolLM2 layers' matrices, in one-row products (decode
+    steps; several layers so one product is long enough to time steadily)."""
     from llmnb.kernels import pack
     from llmnb.kernels.product import dense_matmul, quantized_matmul
 
     rng = np.random.default_rng(1)
-    mats = [pack(random_matrix(ggml_type, o, i, rng), ggml_type, o, i) for o, i in LAYER_SHAPES]
+    mats = [pack(random_matrix(ggml_type, o, i, rng), ggml_type, o, i)
+            for _ in range(layers) for o, i in LAYER_SHAPES]
     xs = {n: {i: rng.standard_normal((n, i)).astype(np.float32) for _, i in LAYER_SHAPES}
           for n in counts}
 
