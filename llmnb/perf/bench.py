@@ -129,8 +129,10 @@ def _gguf(repeats: int, threads: list[int] | None, peer: str | None, weights: We
 
 def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
     from llmnb.perf.bench_quant import bench_kernels, bench_quant
+    from llmnb.perf.threads import threads as use_threads
 
-    return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats)
+    with use_threads(1):
+        return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats)
 
 
 def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
