@@ -278,7 +278,8 @@ def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
     from llmnb.perf.bench_quant import KERNEL_TYPES as BENCH_TYPES
     from llmnb.perf.bench_quant import bench_kernels
 
-    rows = bench_kernels(repeats=1, layers=1)
+    with llmnb.threads(1):                          # as `llmnb bench quant` runs it
+        rows = bench_kernels(repeats=1, layers=1)
     table = [r for r in rows if "GB_s" in r]
     assert [r["type"] for r in table] == [type_name(t) for t in BENCH_TYPES]
     for r in table:

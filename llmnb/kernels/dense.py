@@ -38,16 +38,16 @@ def dequantize_columns(kind, qs, d, m, group, t0, t1, out):  # type: ignore[no-u
         for b in range(qs.shape[1]):
             group_to_f32(kind, qs, t, b, wf, bits)
             for j in range(group):
-                row = out[b * group + j]
+                r = b * group + j                    # (indexing, not a row view: no refcounts)
                 if d.shape[0] == 0:
                     for o in range(TILE):
-                        row[c + o] = wf[j * TILE + o]
+                        out[r, c + o] = wf[j * TILE + o]
                 elif m is None:
                     for o in range(TILE):
-                        row[c + o] = d[t, b, o] * wf[j * TILE + o]
+                        out[r, c + o] = d[t, b, o] * wf[j * TILE + o]
                 else:
                     for o in range(TILE):
-                        row[c + o] = d[t, b, o] * wf[j * TILE + o] + m[t, b, o]
+                        out[r, c + o] = d[t, b, o] * wf[j * TILE + o] + m[t, b, o]
 
 
 @njit(cache=True)
