@@ -128,11 +128,11 @@ def _gguf(repeats: int, threads: list[int] | None, peer: str | None, weights: We
 
 
 def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
-    from llmnb.perf.bench_quant import bench_kernels, bench_quant
+    from llmnb.perf.bench_quant import bench_kernels, bench_quant, compile_time
     from llmnb.perf.threads import threads as use_threads
 
     with use_threads(1):
-        return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats)
+        return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats) + compile_time()
 
 
 def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:

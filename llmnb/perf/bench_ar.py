@@ -7,9 +7,11 @@ with the read bandwidth measured here, in the same run (``machine.read_bandwidth
 of a few read-only kernels). Quantized weights read their repacked blocks (about the file's
 bytes), f32 weights 4 bytes per weight; both are measured side by side. Prefill multiplies
 matrices by many vectors at once and is compute-bound instead. Each (thread count, weights)
-runs in a fresh subprocess, so its peak RSS is its own; the same worker on the embedded tiny
-model gives the interpreter's baseline (numpy, numba and the kernels loaded), and
-``rss_above_baseline_vs_file`` = (peak RSS - baseline) / the file's bytes. With ``peer`` (a
+runs in a fresh subprocess. Its memory: ``interpreter_rss_bytes`` once llmnb (numpy, BLAS)
+is imported, ``baseline_rss_bytes`` once every kernel has also run once (numba, LLVM and the
+compiled kernels loaded: the interpreter's baseline), ``rss_bytes`` resident after the
+timed runs, ``peak_rss_bytes`` the process's peak (including a JIT compile, had the cache been
+cold), and ``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
 llama.cpp build folder or its ``llama-bench``), llama.cpp's pp/tg on the same file are
 measured in the same run and reported as ratios.
 """
@@ -40,13 +42,26 @@ def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:
         return {"read_bytes_s": read_bandwidth(repeats=repeats)[0]}
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux /proc; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> dict[str, object]:
     """One thread count, measured in this process (run by ``bench_ar`` as a subprocess)."""
     import llmnb
     from llmnb.ar import Greedy
     from llmnb.ar.engine import Generator
+    from llmnb.perf.bench_quant import first_calls
 
+    interpreter = resident_bytes()
     with llmnb.threads(threads):
+        first_calls()
+        baseline = resident_bytes()
         m = llmnb.load(model, weights=weights)
         weights_held = m.transformer.weights
         rng = np.random.default_rng(0)
@@ -66,19 +81,10 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -
     return {
         "model": model, "threads": threads, "weights": weights, "weight_bytes": weights_held.nbytes,
         "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
+        "interpreter_rss_bytes": interpreter, "baseline_rss_bytes": baseline,
+        "rss_bytes": resident_bytes(),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
-
-
-def baseline_worker(threads: int) -> dict[str, object]:
-    """Peak RSS of the same work on the embedded tiny model: the interpreter's own share."""
-    from llmnb.perf.bench import data_dir
-
-    d = data_dir()
-    if d is None:
-        return {"peak_rss_bytes": 0}
-    row = worker(str(d / "models" / "tiny-ar.gguf"), threads, 1, "quantized")
-    return {"peak_rss_bytes": row["peak_rss_bytes"]}
 
 
 def _subprocess(call: str) -> dict[str, Any]:
@@ -117,13 +123,12 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
     rows = []
     for n in threads:
         bw = _subprocess(f"bandwidth_worker({n}, {repeats})")["read_bytes_s"]
-        base = _subprocess(f"baseline_worker({n})")["peak_rss_bytes"]
         for w in weights or ["quantized", "f32"]:
             row = _subprocess(f"worker({str(path)!r}, {n}, {repeats}, {w!r})")
             roofline = bw / row["weight_bytes"]
             row |= {"model": model, "read_GB_s": bw / 1e9, "roofline_tok_s": roofline,
                     "decode_vs_roofline": row["decode_tok_s"] / roofline,
-                    "rss_above_baseline_vs_file": (row["peak_rss_bytes"] - base) / file_bytes}
+                    "rss_above_baseline_vs_file": (row["rss_bytes"] - row["baseline_rss_bytes"]) / file_bytes}
             rows.append(row)
     for row in rows:
         f32 = [r for r in rows if r["threads"] == row["threads"] and r["weights"] == "f32"]

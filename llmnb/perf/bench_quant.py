@@ -14,6 +14,10 @@ the same run, at the current thread setting. GB/s counts the bytes the kernel re
 repacked quants and float32 scales). ``cost_curve`` is c(T): a product of T rows over one
 layer's Q4_1 matrices (4 layers) in units of the one-row product, by the quantized kernels and by the
 dequantize + sgemm way (``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where they cross.
+
+``compile_time``: numba's one-time cost. A fresh interpreter with an empty cache folder runs
+every kernel once (one row, a few rows, the dense copy, a row lookup, for nibbles, bytes and
+halves); a second one, on the cache the first wrote, runs them again: {cold_s, cached_s}.
 """
 from __future__ import annotations
 
@@ -168,6 +172,37 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
                      "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours})
         del mats
     return rows + cost_curve(repeats, layers=min(layers, 4))
+
+
+def first_calls() -> float:
+    """Seconds to import the kernels and run each of them once (what a fresh process pays)."""
+    t0 = time.perf_counter()
+    from llmnb.kernels import matmul, pack, rows, to_dense
+
+    rng = np.random.default_rng(2)
+    for t in (T.Q4_1, T.Q8_0, T.Q4_0, T.F16):
+        w = pack(random_matrix(t, 128, 256, rng), t, 128, 256)
+        for n in (1, 3, 64):
+            matmul(rng.standard_normal((n, 256)).astype(np.float32), w)
+        rows(w, np.arange(2, dtype=np.int64))
+        to_dense(w)
+    return time.perf_counter() - t0
+
+
+def compile_time() -> list[dict[str, object]]:
+    """{kernels, cold_s, cached_s}: the first calls with an empty numba cache, then with it."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    code = "from llmnb.perf.bench_quant import first_calls; print(first_calls())"
+    with tempfile.TemporaryDirectory() as cache:
+        env = os.environ | {"NUMBA_CACHE_DIR": cache}
+        cold, cached = (float(subprocess.run([sys.executable, "-P", "-c", code], env=env, check=True,
+                                             capture_output=True, text=True).stdout.split()[-1])
+                        for _ in range(2))
+    return [{"kernels": "numba compile (all kernels)", "cold_s": cold, "cached_s": cached}]
 
 
 def cost_curve(repeats: int = 5, counts: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
