@@ -57,8 +57,8 @@ class Model:
 
     def prompt_ids(self, prompt: str | Sequence[int], chat: bool = False,
                    system: str | None = None) -> list[int]:
-        """Token ids for a prompt: text (through the chat template with `chat`, with BOS when
-        the model asks for it otherwise) or ids as given."""
+        """Token ids for a prompt: text (through the chat template with `chat`, see
+        ``chat_ids``), with BOS when the model asks for it, or ids as given."""
         tok = self.tokenizer
         if not isinstance(prompt, str):
             if chat:
@@ -70,10 +70,26 @@ class Model:
         if chat:
             messages = ([{"role": "system", "content": system}] if system is not None else [])
             messages.append({"role": "user", "content": prompt})
-            return tok.encode(tok.render_chat(messages), special=True)
+            return self.chat_ids(tok.render_chat(messages))
         if system is not None:
             raise UsageError("system= applies only with chat=True")
         return tok.encode(prompt, special=False, add_special=True)
+
+    def chat_ids(self, rendered: str) -> list[int]:
+        """A rendered chat as llama.cpp tokenizes it: special-token text parsed, and BOS/EOS
+        added as the model asks (``add_special``), after dropping a BOS (EOS) text the template
+        itself wrote at the start (end), so a template with ``{{ bos_token }}`` gets one BOS
+        and one without gets the model's (``common_chat_templates_apply``)."""
+        tok = self.tokenizer
+        if tok.add_bos and tok.bos_id is not None:
+            bos = tok.token_text(tok.bos_id)
+            if rendered.startswith(bos):
+                rendered = rendered[len(bos):]
+        if tok.add_eos and tok.eos_id is not None:
+            eos = tok.token_text(tok.eos_id)
+            if rendered.endswith(eos):
+                rendered = rendered[:len(rendered) - len(eos)]
+        return tok.encode(rendered, special=True, add_special=True)
 
     def forward(self, ids: object, causal: bool | None = None,
                 key_mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float32]:

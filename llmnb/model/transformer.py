@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.blocks import (
-    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_tables,
-    swiglu,
+    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_mscale,
+    rope_tables, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights
@@ -61,7 +61,10 @@ class Transformer:
     def __init__(self, config: ModelConfig, weights: Weights) -> None:
         self.config = config
         self.weights = weights
-        self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors)
+        self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors,
+                                      config.rope_scaling, config.rope_factor, config.rope_orig_ctx)
+        self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
+                                       config.rope_attn_factor)
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
@@ -75,7 +78,7 @@ class Transformer:
         nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         if positions is None:
             positions = np.arange(start, start + t, dtype=np.int64)
-        cos, sin = rope_tables(positions, self.inv_freq)
+        cos, sin = rope_tables(positions, self.inv_freq, self.rope_mscale)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         h = self.weights.embed(ids)                                        # (T, d)
         for i in range(c.n_layer if n_layers is None else n_layers):
