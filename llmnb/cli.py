@@ -149,7 +149,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
         raise UsageError("--spec: speculative decoding keeps the full KV cache; drop --kv-budget")
     spec: dict[str, object] = {}
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = load(a.model, tokenizer=a.tokenizer, weights=a.weights)
         sampler = _sampler(a)
         assert isinstance(sampler, Sampler)
         stream = None if a.json else _stream_out(a.raw)
@@ -174,7 +174,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
         print(flush=True)
     print(f"[{s.prompt_tokens} prompt tokens, prefill {s.prefill_tok_s:.1f} tok/s | "
           f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {stop_reason} | "
-          f"{a.threads} thread(s){_kv_note(kv)}{_spec_note(spec)}]", file=sys.stderr)
+          f"{a.threads} thread(s), {model.plan.weights} weights{_kv_note(kv)}{_spec_note(spec)}]",
+          file=sys.stderr)
     return EXIT_OK
 
 
@@ -183,6 +184,22 @@ def _stream_out(raw: bool) -> Callable[[str], None]:
         sys.stdout.write(text if raw else safe_text(text))
         sys.stdout.flush()
     return write
+
+
+def _load_batched(a: argparse.Namespace) -> Any:
+    """The model for a command whose passes cover many tokens at once (diffuse, perplexity):
+    with --weights auto, float32 weights when they fit in memory (those passes are
+    compute-bound, and sgemm on a float32 copy beats dequantizing a slice per pass: see
+    notebooks 07 and 09), else the quantized ones."""
+    from llmnb.model import load
+    from llmnb.model.weights import MemoryPreflightError
+
+    if a.weights != "auto":
+        return load(a.model, tokenizer=a.tokenizer, weights=a.weights)
+    try:
+        return load(a.model, tokenizer=a.tokenizer, weights="f32", residency="resident")
+    except MemoryPreflightError:
+        return load(a.model, tokenizer=a.tokenizer, weights="quantized")
 
 
 def cmd_diffuse(a: argparse.Namespace) -> int:
@@ -199,7 +216,7 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = _load_batched(a)
         r = diffuse(model, prompt, gen_length=a.n, steps=a.steps, scheduler=a.scheduler,
                     schedule=a.schedule, remasking=a.remasking, temperature=a.temp,
                     entropy_threshold=a.entropy_threshold, threshold=a.threshold,
@@ -239,7 +256,7 @@ def cmd_perplexity(a: argparse.Namespace) -> int:
         return EXIT_INPUT
     kv = _kv_args(a)
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = _load_batched(a)
         r = perplexity(model, text, ctx=a.ctx, rule=a.rule, max_chunks=a.chunks,
                        progress=_progress_bar("perplexity", unit="window"), **kv)
     if a.json:
@@ -303,10 +320,15 @@ def cmd_models(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from llmnb.perf import bench
 
-    return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer)
+    return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer,
+                      weights=a.weights)
 
 
 # --- parser -----------------------------------------------------------------------------
+
+AUTO_WEIGHTS = "quantized for block-quantized files (Q4_0 ... Q6_K), f32 for float ones"
+AUTO_BATCHED = ("f32 when the float32 weights fit in memory (these passes cover many tokens "
+                "at once and are compute-bound), else quantized")
 
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= `low`."""
@@ -358,6 +380,13 @@ def _add_kv_flags(s: argparse.ArgumentParser) -> None:
                    help="score and keep per layer (default) or one set for every layer")
 
 
+def _add_weights_flag(s: argparse.ArgumentParser, help_default: str) -> None:
+    s.add_argument("--weights", choices=["auto", "quantized", "f32"], default="auto",
+                   help="quantized: multiply the file's blocks directly (llmnb.kernels); f32: "
+                        "dequantize to float32 (the reference path); auto (default): "
+                        + help_default)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
@@ -393,7 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-p", type=_probability, default=0.0, help="min-p ratio (0 = off)")
     s.add_argument("--seed", type=int, default=None, help="random seed for sampling")
     s.add_argument("--stop", action="append", metavar="TEXT", help="stop string (repeatable)")
-    s.add_argument("--threads", type=_positive_int, default=1, help="BLAS/numexpr threads (1)")
+    s.add_argument("--threads", type=_positive_int, default=1,
+                   help="BLAS/numexpr/numba threads (1)")
+    _add_weights_flag(s, AUTO_WEIGHTS)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true",
@@ -471,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--system", help="system message (with --chat)")
     s.add_argument("--threads", type=_positive_int, default=1)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -484,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score the second half of each window (llama-perplexity) or all of it")
     s.add_argument("--chunks", type=_positive_int, default=None, help="score at most N windows")
     s.add_argument("--threads", type=_positive_int, default=1)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH")
     s.add_argument("--json", action="store_true")
     _add_kv_flags(s)
@@ -528,6 +561,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cores, and their count)")
     s.add_argument("--peer", metavar="PATH",
                    help="a local llama.cpp build folder (or its llama-bench) to compare against")
+    s.add_argument("--weights", choices=["quantized", "f32"], nargs="+", default=None,
+                   help="the weights each model bench runs with (default: quantized and f32, "
+                        "side by side, where a bench compares them)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_bench)
     return p

@@ -63,13 +63,14 @@ def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
                  + 2 * n_head_rows * c.n_embd * c.vocab_size)
 
 
-def worker(path: str, threads: int, gen_length: int, repeats: int) -> dict[str, Any]:
+def worker(path: str, threads: int, gen_length: int, repeats: int,
+           weights: str = "auto") -> dict[str, Any]:
     """Median time of one full (uncached) denoising step at `threads`, with its FLOPs and MFU."""
     import llmnb
     from llmnb.diffusion import diffuse
 
     with llmnb.threads(threads):
-        m = llmnb.load(path)
+        m = llmnb.load(path, weights=weights)
         peak = sgemm_gflops(repeats=repeats)
         prompt = list(range(100, 100 + PROMPT_TOKENS))
         diffuse(m, prompt, gen_length=gen_length, steps=1, cache=False)      # warm-up
@@ -79,7 +80,8 @@ def worker(path: str, threads: int, gen_length: int, repeats: int) -> dict[str, 
             times.append(r.stats.forward_s[0])
     t = statistics.median(times)
     flops = step_flops(m.config, PROMPT_TOKENS + gen_length, gen_length)
-    return {"threads": threads, "B": gen_length, "step_ms": t * 1e3, "gflops": flops / t / 1e9,
+    return {"threads": threads, "weights": m.plan.weights, "B": gen_length, "step_ms": t * 1e3,
+            "gflops": flops / t / 1e9,
             "sgemm_peak_gflops": peak, "mfu": flops / t / 1e9 / peak,
             "canvas_tok_s_at_16_steps": gen_length / (16 * t)}
 
@@ -126,7 +128,8 @@ def _worker(call: str) -> dict[str, Any]:
 
 
 def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
-                    lengths: tuple[int, ...] = (64, 256), peer: str | None = None) -> list[dict[str, Any]]:
+                    lengths: tuple[int, ...] = (64, 256), peer: str | None = None,
+                    weights: list[str] | None = None) -> list[dict[str, Any]]:
     """One uncached step per (threads, B), each in a fresh subprocess; with `peer`, llama.cpp's
     step on the same file and on an all-F32 copy, timed right after llmnb's."""
     from llmnb import hub
@@ -141,8 +144,8 @@ def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
         if exe is not None:
             quantize_file(path, f32, "F32")
         for n in threads or [1, 2]:
-            for b in lengths:
-                row = _worker(f"worker({str(path)!r}, {n}, {b}, {repeats})")
+            for b, w in [(b, w) for b in lengths for w in weights or ["auto"]]:
+                row = _worker(f"worker({str(path)!r}, {n}, {b}, {repeats}, {w!r})")
                 if exe is not None:
                     canvas = PROMPT_TOKENS + b
                     q = peer_step_ms(exe, path, canvas, n, repeats)
