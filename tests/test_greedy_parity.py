@@ -12,7 +12,7 @@ from llmnb.model import Model
 from real_models import hub_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llamacpp"
-MODELS = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b"}
+MODELS = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b", "gemma3": "gemma3-270m"}
 CASES = [(key, i) for key in MODELS if (FIXTURES / f"greedy_{key}.json").exists()
          for i in range(len(json.loads((FIXTURES / f"greedy_{key}.json").read_text())["cases"]))]
 _loaded: dict[str, Model] = {}

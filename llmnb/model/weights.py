@@ -55,6 +55,11 @@ class LayerWeights:
     ffn_norm: F32           # (d,)
     w_gate_up_t: F32        # (d, 2*ff)                   gate columns, then up columns
     w_down_t: F32           # (ff, d)
+    # Gemma 3's extra norms (None for other families)
+    q_norm: F32 | None = None          # (hd,)  every q head, before RoPE
+    k_norm: F32 | None = None          # (hd,)  every k head, before RoPE
+    post_attn_norm: F32 | None = None  # (d,)   the attention output, before the residual add
+    post_ffn_norm: F32 | None = None   # (d,)   the FFN output, before the residual add
 
 
 class Weights:
@@ -86,7 +91,7 @@ class Weights:
     def _check_tensors(self) -> None:
         c = self.config
         want = tensor_shapes(c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
-                             c.vocab_size, c.qkv_bias, not c.tied_output)
+                             c.vocab_size, c.qkv_bias, not c.tied_output, c.qk_norm, c.post_norms)
         for name, shape in want.items():
             info = self.file.tensors.get(name)
             if info is None:
@@ -129,7 +134,16 @@ class Weights:
             w_gate_up_t=transposed(np.concatenate([self.tensor(p + "ffn_gate.weight"),
                                                    self.tensor(p + "ffn_up.weight")])),
             w_down_t=transposed(self.tensor(p + "ffn_down.weight")),
+            **self._gemma_norms(p),
         )
+
+    def _gemma_norms(self, p: str) -> dict[str, F32]:
+        """Gemma 3's q/k and post-attention/post-FFN norms of layer prefix `p` (when the config has them)."""
+        c = self.config
+        names = ({"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"} if c.qk_norm else {}) | (
+            {"post_attn_norm": "post_attention_norm", "post_ffn_norm": "post_ffw_norm"}
+            if c.post_norms else {})
+        return {field: self.tensor(f"{p}{name}.weight") for field, name in names.items()}
 
     # --- embedding and head ------------------------------------------------------------
 
@@ -154,7 +168,8 @@ class Weights:
         """Bytes of float32 arrays held (resident) — what decoding streams per token."""
         held = sum(a.nbytes for lw in self._layers for a in (
             lw.attn_norm, lw.wqkv_t, lw.wo_t, lw.ffn_norm, lw.w_gate_up_t, lw.w_down_t))
-        held += sum(lw.bqkv.nbytes for lw in self._layers if lw.bqkv is not None)
+        held += sum(a.nbytes for lw in self._layers for a in (
+            lw.bqkv, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.post_ffn_norm) if a is not None)
         head = self._head_t.nbytes if self._head_t is not None else 0
         return held + head + self.output_norm.nbytes
 
