@@ -216,6 +216,12 @@ class EvictingKVCache(KVCache):
         self.held = self.length
         self.ring[:, :, self.held:] = 0.0
 
+    def key_positions(self, layer: int) -> I64:
+        """The position of every key the last ``update`` of `layer` returned, in slot order
+        (``transformer.KeyPositions``: a sliding-window layer masks by them)."""
+        out: I64 = self.pos[layer, :self.held + self._pending]
+        return out
+
     def move(self, src: int, dst: int, n: int) -> None:
         """Refused: slots here are not positions (speculative decoding keeps a full cache)."""
         raise ModelError("kv cache: an evicting cache cannot move positions")

@@ -15,12 +15,26 @@ linear RoPE scaling (Chen et al. 2023) and YaRN (Peng et al. 2023) as ggml's ``r
 """
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.config import ROPE_SCALINGS, ModelError
 
 F32 = npt.NDArray[np.float32]
+
+
+class Product(Protocol):
+    """A weight that multiplies itself: x (T, in) -> x @ W.T (T, out). The quantized
+    residency's weights (``llmnb.kernels.PackedMatrix``, or several side by side)."""
+
+    def matmul(self, x: F32) -> F32:
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        ...
 
 
 # A product over a few rows (a speculative verify batch, a short prompt) is faster as one
@@ -33,8 +47,10 @@ FEW_ROWS = 6
 COL_BLOCK = 1024
 
 
-def linear(x: F32, w_t: F32) -> F32:
+def linear(x: F32, w_t: F32 | Product) -> F32:
     """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out).
+
+    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``.
 
     The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
     (sgemv over columns: ~1.7x the bandwidth of the (out, in) layout when rows are short,
@@ -42,6 +58,8 @@ def linear(x: F32, w_t: F32) -> F32:
     product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
     row over cache-sized column blocks; more tokens are a plain matrix product.
     """
+    if not isinstance(w_t, np.ndarray):
+        return w_t.matmul(x)
     out: F32
     t = x.shape[0]
     if t == 1:

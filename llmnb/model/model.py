@@ -1,8 +1,9 @@
 """``llmnb.load``: a model file opened, its hyper-parameters read and its tokenizer built.
 
 A ``Model`` holds the memory-mapped ``GGUFFile``, the ``ModelConfig``, the ``Tokenizer`` and,
-from its first forward pass on, the float32 ``Weights`` (a memory preflight at load decides
-their residency and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
+from its first forward pass on, the ``Weights``: quantized blocks repacked for
+``llmnb.kernels``, or float32 copies (a memory preflight at load decides their residency
+and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
 for files without one (diffuse-cpp's convention), from a ``tokenizer.json`` given by
 argument or lying beside the file.
 """
@@ -20,7 +21,7 @@ from llmnb.gguf.reader import GGUFFile, open_gguf
 from llmnb.hub import resolve
 from llmnb.model.config import ModelConfig, ModelError, config_from_gguf
 from llmnb.model.transformer import Transformer
-from llmnb.model.weights import ResidencyPlan, Weights, plan_residency
+from llmnb.model.weights import WEIGHTS, ResidencyPlan, Weights, default_weights, plan_residency
 from llmnb.tokenizer import Tokenizer, tokenizer_from_json, tokenizer_from_metadata
 
 
@@ -40,7 +41,7 @@ class Model:
     def transformer(self) -> Transformer:
         """The forward pass over this model's weights (dequantized on first use)."""
         if self._transformer is None:
-            weights = Weights(self.file, self.config, self.plan.residency)
+            weights = Weights(self.file, self.config, self.plan.residency, self.plan.weights)
             self._transformer = Transformer(self.config, weights)
         return self._transformer
 
@@ -128,16 +129,23 @@ def load_tokenizer(f: GGUFFile, tokenizer_json: str | os.PathLike[str] | None = 
 
 
 def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None = None,
-         residency: str = "auto") -> Model:
+         residency: str = "auto", weights: str = "auto") -> Model:
     """Open a model by path or hub name (``llmnb.load``).
 
-    `residency`: "resident" (float32 weights in memory), "streaming" (dequantize each layer
-    when used) or "auto" (resident if it fits). A model that fits neither way is refused here.
+    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``), "f32"
+    (dequantize to float32: the reference path) or "auto" (quantized for block-quantized
+    causal models, f32 for float files and for diffusion models that fit:
+    ``weights.default_weights``). `residency`, for f32 weights:
+    "resident" (in memory), "streaming" (dequantize each layer when used) or "auto"
+    (resident if it fits). A model that does not fit is refused here.
     """
+    if weights != "auto" and weights not in WEIGHTS:
+        raise UsageError(f"weights: expected 'quantized', 'f32' or 'auto', got {weights!r}")
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
     kv_tokens = min(config.n_ctx, 2048)
     kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
-    plan = plan_residency(f, config, kv_bytes, residency)
+    plan = plan_residency(f, config, kv_bytes, residency,
+                          default_weights(f, config, kv_bytes) if weights == "auto" else weights)
     return Model(path, f, config, load_tokenizer(f, tokenizer), plan)
