@@ -8,7 +8,7 @@ them (``llmnb.ar.speculative``). Three kinds, all sharing the target's vocabular
   it. No model, no cache: it costs a few array comparisons, and it shines when the output
   copies or edits text already in the context.
 - ``ModelDrafter`` over a smaller model: a quantized copy of the target written by
-  ``llmnb quantize`` (the seed engine's Q8 / Q4 drafters), or any model with the same tokenizer.
+  ``llmnb quantize`` (a Q8_0 or Q4_0 copy, say), or any model with the same tokenizer.
 - ``ModelDrafter`` with ``n_layers`` ("self:N"): the target's own first N layers followed by its
   final norm and output head, sharing the target's weights in memory (a layer-truncated
   self-drafter, early exit without a trained exit head).

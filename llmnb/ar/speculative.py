@@ -55,7 +55,7 @@ a prior shape in decode steps, one shape per regime of ``llmnb.model.blocks.line
     T <= FEW_ROWS (one matrix-vector product per row):  1 + 0.45 (T - 1)
     T >  FEW_ROWS (a matrix-matrix product):            2.7 + 0.1 T
 
-(both measured on the development machine, 1 thread, SmolLM2-135M), each regime scaled by the
+(priors for SmolLM2-135M at 1 thread), each regime scaled by the
 measured/predicted ratio of its recent batches (exponential average, factor 0.7); t_1 is the
 measured time of a plain step. Costs belong to the machine, the model and the thread count, not
 to a prompt, so they are kept per (model file, threads) for the process: a second call starts
