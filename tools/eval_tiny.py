@@ -4,9 +4,10 @@
   apart: the text decoded up to the first end of text, stripped, must equal one of the prompt's
   ``answers``. tiny-ar by ``llmnb.generate(m, prompt, chat=True)`` (greedy, the file's ChatML
   template, no system prompt); tiny-llada and tiny-dream by ``llmnb.diffuse`` on 48 positions
-  (one block, temperature 0, no cache) three ways: 16 steps of low_confidence (the cosine
+  (one block, temperature 0, no cache) four ways: 16 steps of low_confidence (the cosine
   schedule), ONE step (all 48 positions committed at once), and entropy_exit (at most 16
-  steps, threshold 1.5 nats; its mean steps too); then, on every ``--sweep-every``-th prompt,
+  steps; threshold 1.5 nats, diffuse-cpp's default, and 1.0 nats; its mean steps too); then,
+  on every ``--sweep-every``-th prompt,
   entropy_exit's threshold sweep, the remasking rules at 16 steps, and the inter-step caches
   (diffuse-cpp's; Fast-dLLM's prefix and dual on two blocks of 24) against the uncached run:
   tokens equal, validity, positions recomputed (``eval_llmnb`` in ``<name>.json``).
@@ -52,6 +53,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "16 steps": {"steps": 16},
     "1 step": {"steps": 1},
     "entropy_exit": {"steps": 16, "scheduler": "entropy_exit", "entropy_threshold": 1.5},
+    "entropy_exit 1.0": {"steps": 16, "scheduler": "entropy_exit", "entropy_threshold": 1.0},
 }
 SWEEP = (0.05, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 RULES = ("low_confidence", "probability", "topk_margin", "entropy", "random")
