@@ -151,9 +151,10 @@ def test_prompt_longer_than_the_context(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_token_ids_outside_the_vocabulary(capsys: pytest.CaptureFixture[str]) -> None:
+    vocab = len(llmnb.gguf.open(LLADA).metadata["tokenizer.ggml.tokens"])
     for ids in ("1,99999", "-5"):
         one_error_line(*run(capsys, "diffuse", str(LLADA), f"--tokens={ids}", "-n", "8", "-s", "2"),
-                       EXIT_MODEL, "token ids must be in 0..1780")
+                       EXIT_MODEL, f"token ids must be in 0..{vocab - 1}")
 
 
 # --- usage (2) ------------------------------------------------------------------------------
