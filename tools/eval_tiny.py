@@ -1,19 +1,24 @@
-"""Evaluate the tiny models through llmnb itself, and check the embedded tokenizer (issue 4).
+"""Evaluate the tiny models through llmnb itself, and check the embedded tokenizer.
 
-- Held-out exact match per task family, the answer stripped and compared with the expected
-  text of ``data/eval/tiny_heldout.jsonl``: tiny-ar by ``llmnb.generate(m, prompt, chat=True)``
-  (greedy, the file's ChatML template, no system prompt); tiny-llada and tiny-dream by
-  ``llmnb.diffuse`` (48 positions, 16 steps, even schedule, probability remasking, no cache,
-  temperature 0), in one block and in two blocks of 24 (``eval_llmnb``, ``eval_llmnb_blocks``
-  in ``<name>.json``).
+- Validity on ``data/eval/tiny_heldout.jsonl``, for single-answer and multi-answer prompts
+  apart: the text decoded up to the first end of text, stripped, must equal one of the prompt's
+  ``answers``. tiny-ar by ``llmnb.generate(m, prompt, chat=True)`` (greedy, the file's ChatML
+  template, no system prompt); tiny-llada and tiny-dream by ``llmnb.diffuse`` on 48 positions
+  (one block, temperature 0, no cache) four ways: 16 steps of low_confidence (the cosine
+  schedule), ONE step (all 48 positions committed at once), and entropy_exit (at most 16
+  steps; threshold 1.5 nats, diffuse-cpp's default, and 1.0 nats; its mean steps too); then,
+  on every ``--sweep-every``-th prompt,
+  entropy_exit's threshold sweep, the remasking rules at 16 steps, and the inter-step caches
+  (diffuse-cpp's; Fast-dLLM's prefix and dual on two blocks of 24) against the uncached run:
+  tokens equal, validity, positions recomputed (``eval_llmnb`` in ``<name>.json``).
 - Tokenizer: ``m.tokenizer.encode`` equals the ``tokenizers`` tokenizer trained by
   ``tiny_tokenizer.py`` (``data/models/tiny-tokenizer.json``) on the held-out set and on a
   sample of the training corpus, and decoding round-trips; for every shipped GGUF.
 
 Needs only llmnb (no torch): run it with the project's venv.
 
-    .venv/bin/python tools/eval_tiny.py                    # accuracy + tokenizer checks
-    .venv/bin/python tools/eval_tiny.py --table            # data/models/README.md's table
+    .venv/bin/python tools/eval_tiny.py                    # validity + tokenizer checks
+    .venv/bin/python tools/eval_tiny.py --table            # data/models/README.md's tables
     .venv/bin/python tools/eval_tiny.py --tokenizer-only
 """
 from __future__ import annotations
@@ -32,19 +37,46 @@ from typing import Any
 import tokenizers
 
 import llmnb
-from tiny_corpus import (BENCHMARK_PROMPTS, FAMILIES, benchmark_answer, chatml, read_heldout,
-                         training_examples)
+from tiny_corpus import (BENCHMARK_PROMPTS, FAMILIES, HeldOut, benchmark_answer, chatml,
+                         read_heldout, training_examples)
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "data" / "models"
 NAMES = ("tiny-ar", "tiny-llada", "tiny-dream")
+KINDS = ("single", "multi")
+GEN_LENGTH = 48
+# How the diffusion models are decoded: the engine's low_confidence scheduler, cosine schedule,
+# each position's confidence = its top token's softmax probability.
+DIFFUSE: dict[str, Any] = {"chat": True, "gen_length": GEN_LENGTH, "cache": False,
+                           "remasking": "probability"}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "16 steps": {"steps": 16},
+    "1 step": {"steps": 1},
+    "entropy_exit": {"steps": 16, "scheduler": "entropy_exit", "entropy_threshold": 1.5},
+    "entropy_exit 1.0": {"steps": 16, "scheduler": "entropy_exit", "entropy_threshold": 1.0},
+}
+SWEEP = (0.05, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+RULES = ("low_confidence", "probability", "topk_margin", "entropy", "random")
+# The inter-step caches, each against the uncached run with the same blocks: diffuse-cpp's on
+# one block of 48, Fast-dLLM's prefix and dual caches on two blocks of 24 (they work per block).
+CACHES: dict[str, dict[str, Any]] = {
+    "diffuse-cpp": {},
+    "prefix": {"block_length": 24, "cache_policy": "prefix"},
+    "dual": {"block_length": 24, "cache_policy": "dual"},
+}
+NOT_SETTINGS = ("entropy_exit_sweep", "remasking", "cache")
+
+
+def kind(e: HeldOut) -> str:
+    return "single" if e.modes == 1 else "multi"
 
 
 def check_tokenizer(path: Path, n_corpus: int = 2000) -> dict[str, Any]:
     """Compare llmnb's tokenizer (built from the GGUF) with the trained ``tokenizers`` one."""
     m = llmnb.load(path)
     ref = tokenizers.Tokenizer.from_file(str(MODELS / "tiny-tokenizer.json"))
-    texts = [e.prompt for e in read_heldout()] + [e.answer for e in read_heldout()]
+    held = read_heldout()
+    texts = [e.prompt for e in held] + sorted({a for e in held for a in e.answers[:8]})
     texts += [chatml(e.prompt, e.system) + e.answer + "<|im_end|>\n"
               for e in training_examples(n_corpus)]
     mismatches, round_trip = 0, 0
@@ -63,44 +95,112 @@ def check_tokenizer(path: Path, n_corpus: int = 2000) -> dict[str, Any]:
             "vocab": m.tokenizer.vocab_size}
 
 
-def evaluate(answer: Callable[[str], str], method: str) -> dict[str, Any]:
-    """Held-out exact match of `answer(prompt)` (stripped) per task family."""
-    per = {f: [0, 0] for f in FAMILIES}
-    misses = []
+def evaluate(held: list[HeldOut], answer: Callable[[str], tuple[str, int]],
+             method: str) -> dict[str, Any]:
+    """Validity of `answer(prompt)` -> (text, steps) per kind of prompt and per family."""
+    per: dict[str, list[int]] = {}
+    misses: dict[str, list[dict[str, str]]] = {k: [] for k in KINDS}
     t0 = time.perf_counter()
-    for e in read_heldout():
-        text = answer(e.prompt).strip()
-        ok = text == e.answer
-        per[e.family][0] += ok
-        per[e.family][1] += 1
-        if not ok and len(misses) < 12:
-            misses.append({"prompt": e.prompt, "expected": e.answer, "got": text})
-    correct = sum(c for c, _ in per.values())
-    total = sum(n for _, n in per.values())
-    return {"method": method,
-            "overall": round(correct / total, 4), "correct": correct, "total": total,
-            "macro": round(sum(c / n for c, n in per.values()) / len(per), 4),
-            "per_family": {f: {"correct": c, "total": n, "accuracy": round(c / n, 4)}
-                           for f, (c, n) in per.items()},
-            "seconds": round(time.perf_counter() - t0, 1), "misses": misses}
+    for e in held:
+        text, steps = answer(e.prompt)
+        ok = e.valid(text)
+        for key in (kind(e), e.family):
+            c = per.setdefault(key, [0, 0, 0])
+            c[0] += ok
+            c[1] += 1
+            c[2] += steps
+        if not ok and len(misses[kind(e)]) < 8:
+            misses[kind(e)].append({"prompt": e.prompt, "got": text.strip()})
+
+    def summary(c: list[int]) -> dict[str, Any]:
+        return {"valid": c[0], "total": c[1], "validity": round(c[0] / c[1], 4),
+                "mean_steps": round(c[2] / c[1], 3)}
+    return {"method": method, "seconds": round(time.perf_counter() - t0, 1),
+            **{k: summary(per[k]) for k in KINDS if k in per},
+            "per_family": {f: summary(per[f]) for f in FAMILIES if f in per},
+            "misses": misses}
 
 
-def evaluate_ar(path: Path) -> dict[str, Any]:
+def evaluate_ar(path: Path, held: list[HeldOut]) -> dict[str, Any]:
     m = llmnb.load(path)
-    return evaluate(lambda p: llmnb.generate(m, p, max_new_tokens=48, chat=True).text,
-                    "llmnb.generate(m, prompt, max_new_tokens=48, chat=True), greedy, the GGUF's "
-                    "ChatML template, no system prompt; exact match after strip()")
 
-
-def evaluate_diffusion(path: Path, block_length: int | None = None) -> dict[str, Any]:
-    m = llmnb.load(path)
-    kw: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
-                          "remasking": "probability", "block_length": block_length,
-                          "cache": False}
+    def answer(prompt: str) -> tuple[str, int]:
+        r = llmnb.generate(m, prompt, max_new_tokens=GEN_LENGTH, chat=True)
+        return r.text, len(r.tokens)
     with llmnb.threads(1):
-        return evaluate(lambda p: llmnb.diffuse(m, p, **kw).text,
-                        "llmnb.diffuse(m, prompt, " + ", ".join(f"{k}={v!r}" for k, v in kw.items())
-                        + "), temperature 0; exact match after strip()")
+        return {"greedy": evaluate(held, answer, "llmnb.generate(m, prompt, max_new_tokens=48, "
+                                   "chat=True), greedy, the GGUF's ChatML template, no system "
+                                   "prompt; steps = tokens generated")}
+
+
+def diffusion_answer(m: Any, kw: dict[str, Any]) -> Callable[[str], tuple[str, int]]:
+    def answer(prompt: str) -> tuple[str, int]:
+        r = llmnb.diffuse(m, prompt, **kw)
+        return r.text, r.steps_taken
+    return answer
+
+
+def evaluate_diffusion(path: Path, held: list[HeldOut], sweep_every: int) -> dict[str, Any]:
+    """The three settings on every prompt, and the entropy_exit sweep on every
+    `sweep_every`-th prompt."""
+    m = llmnb.load(path)
+    out: dict[str, Any] = {}
+    with llmnb.threads(1):
+        for name, setting in SETTINGS.items():
+            kw = DIFFUSE | setting
+            out[name] = evaluate(held, diffusion_answer(m, kw), "llmnb.diffuse(m, prompt, " +
+                                 ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")")
+        sweep = []
+        for h in SWEEP:
+            kw = DIFFUSE | SETTINGS["entropy_exit"] | {"entropy_threshold": h}
+            ev = evaluate(held[::sweep_every], diffusion_answer(m, kw), "")
+            sweep.append({"threshold": h, **{k: ev[k] for k in KINDS}})
+        out["entropy_exit_sweep"] = {"every": sweep_every, "points": sweep}
+        sub = held[::sweep_every]
+        rules = {}
+        for rule in RULES:
+            kw = DIFFUSE | SETTINGS["16 steps"] | {"remasking": rule}
+            ev = evaluate(sub, diffusion_answer(m, kw), "")
+            rules[rule] = {k: ev[k] for k in KINDS}
+        out["remasking"] = {"every": sweep_every, "steps": 16, "rules": rules}
+        out["cache"] = {"every": sweep_every, "steps": 16,
+                        "policies": {name: evaluate_cache(m, sub, setting)
+                                     for name, setting in CACHES.items()}}
+    return out
+
+
+def evaluate_cache(m: Any, held: list[HeldOut], setting: dict[str, Any]) -> dict[str, Any]:
+    """One cache policy against the uncached run with the same blocks, 16 steps, per kind of
+    prompt: fidelity (canvas tokens equal to the uncached run's; prompts whose whole canvas
+    is equal), validity of both, and the share of canvas positions the cached steps
+    recomputed (the work the cache leaves)."""
+    blocks = {"block_length": setting["block_length"]} if "block_length" in setting else {}
+    plain_kw = DIFFUSE | SETTINGS["16 steps"] | blocks
+    cached_kw = plain_kw | {"cache": True} | setting
+    fields = ("prompts", "equal", "tokens", "identical", "valid_uncached", "valid_cached",
+              "recomputed", "positions")
+    per = {k: dict.fromkeys(fields, 0) for k in KINDS}
+    for e in held:
+        plain = llmnb.diffuse(m, e.prompt, **plain_kw)
+        cached = llmnb.diffuse(m, e.prompt, **cached_kw)
+        c = per[kind(e)]
+        c["prompts"] += 1
+        c["equal"] += sum(a == b for a, b in zip(plain.tokens, cached.tokens))
+        c["tokens"] += len(plain.tokens)
+        c["identical"] += plain.tokens == cached.tokens
+        c["valid_uncached"] += e.valid(plain.text)
+        c["valid_cached"] += e.valid(cached.text)
+        c["recomputed"] += sum(cached.stats.active_positions)
+        c["positions"] += (len(plain.prompt_ids) + GEN_LENGTH) * cached.steps_taken
+    return {"method": "llmnb.diffuse(m, prompt, " + ", ".join(
+                f"{k}={v!r}" for k, v in cached_kw.items()) + ") against cache=False",
+            **{k: {"prompts": c["prompts"],
+                   "token_fidelity": round(c["equal"] / c["tokens"], 4),
+                   "identical_prompts": c["identical"],
+                   "validity_uncached": round(c["valid_uncached"] / c["prompts"], 4),
+                   "validity_cached": round(c["valid_cached"] / c["prompts"], 4),
+                   "recomputed": round(c["recomputed"] / c["positions"], 4)}
+               for k, c in per.items() if c["prompts"]}}
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -159,31 +259,74 @@ def llamacpp_checks(name: str, path: Path, bin_dir: Path) -> dict[str, Any]:
     return result
 
 
-def markdown_table() -> str:
-    """Held-out accuracy per family from the ``<name>.json`` reports, as a markdown table."""
+def columns() -> list[tuple[str, dict[str, Any]]]:
+    """(column title, evaluation) for every model and setting in the ``<name>.json`` reports."""
     cols: list[tuple[str, dict[str, Any]]] = []
     for name in NAMES:
         path = MODELS / f"{name}.json"
-        if not path.exists():
-            continue
-        report = json.loads(path.read_text())
-        if "eval_llmnb" in report:
-            cols.append((name, report["eval_llmnb"]))
-    for name in NAMES[1:]:                            # the diffusion models in two blocks
-        report = json.loads((MODELS / f"{name}.json").read_text())
-        if "eval_llmnb_blocks" in report:
-            cols.append((f"{name}, 2 blocks", report["eval_llmnb_blocks"]))
+        report = json.loads(path.read_text()) if path.exists() else {}
+        for setting, ev in report.get("eval_llmnb", {}).items():
+            if setting not in NOT_SETTINGS:
+                cols.append((f"{name} {setting}", ev))
+    return cols
+
+
+def cell(c: dict[str, Any]) -> str:
+    return f"{c['valid']}/{c['total']} ({100 * c['validity']:.0f}%)"
+
+
+def markdown_table() -> str:
+    """Validity per family and per kind of prompt, entropy_exit's mean steps, and its
+    threshold sweep, from the ``<name>.json`` reports, as markdown tables."""
+    cols = columns()
     lines = ["| family | " + " | ".join(c for c, _ in cols) + " |",
              "|---|" + "---:|" * len(cols)]
     for f in FAMILIES:
-        cells = [f"{ev['per_family'][f]['correct']}/{ev['per_family'][f]['total']} "
-                 f"({100 * ev['per_family'][f]['accuracy']:.0f}%)" for _, ev in cols]
-        lines.append(f"| {f} | " + " | ".join(cells) + " |")
-    lines.append("| **overall** | " + " | ".join(
-        f"**{ev['correct']}/{ev['total']} ({100 * ev['overall']:.1f}%)**" for _, ev in cols) + " |")
-    lines.append("| mean of families | " + " | ".join(
-        f"{100 * ev['macro']:.1f}%" for _, ev in cols) + " |")
+        lines.append(f"| {f} | " + " | ".join(cell(ev["per_family"][f]) if f in ev["per_family"]
+                                              else "-" for _, ev in cols) + " |")
+    for k in KINDS:
+        lines.append(f"| **{k}-answer** | " + " | ".join(
+            f"**{cell(ev[k])}**" for _, ev in cols) + " |")
+    for k in KINDS:
+        lines.append(f"| mean steps, {k} | " + " | ".join(
+            f"{ev[k]['mean_steps']:.2f}" for _, ev in cols) + " |")
+    lines += ["", "| entropy_exit threshold (nats) | " + " | ".join(
+        f"{name}: {k} valid, steps" for name in NAMES[1:] for k in KINDS) + " |",
+        "|---:|" + "---:|" * 4]
+    evs = [diffusion_report(name) for name in NAMES[1:]]
+    if all("entropy_exit_sweep" in ev for ev in evs):
+        sweeps = [ev["entropy_exit_sweep"]["points"] for ev in evs]
+        for i, point in enumerate(sweeps[0]):
+            row = [f"{100 * sw[i][k]['validity']:.0f}%, {sw[i][k]['mean_steps']:.2f}"
+                   for sw in sweeps for k in KINDS]
+            lines.append(f"| {point['threshold']} | " + " | ".join(row) + " |")
+    if all("remasking" in ev for ev in evs):
+        lines += ["", "| remasking rule, 16 steps | " + " | ".join(
+            f"{name}: {k}" for name in NAMES[1:] for k in KINDS) + " |", "|---|" + "---:|" * 4]
+        for rule in RULES:
+            lines.append(f"| {rule} | " + " | ".join(
+                cell(ev["remasking"]["rules"][rule][k]) for ev in evs for k in KINDS) + " |")
+    if all("cache" in ev for ev in evs):
+        lines += ["", "| cache, 16 steps | kind | tokens equal to no cache | identical canvases "
+                  "| valid, no cache | valid, cached | positions recomputed |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for name, ev in zip(NAMES[1:], evs):
+            for policy, c in ev["cache"]["policies"].items():
+                for k in KINDS:
+                    r = c[k]
+                    lines.append(f"| {name} {policy} | {k} | {100 * r['token_fidelity']:.1f}% | "
+                                 f"{r['identical_prompts']}/{r['prompts']} | "
+                                 f"{100 * r['validity_uncached']:.0f}% | "
+                                 f"{100 * r['validity_cached']:.0f}% | "
+                                 f"{100 * r['recomputed']:.0f}% |")
     return "\n".join(lines)
+
+
+def diffusion_report(name: str) -> dict[str, Any]:
+    path = MODELS / f"{name}.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    ev: dict[str, Any] = report.get("eval_llmnb", {})
+    return ev
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,14 +334,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer-only", action="store_true")
     ap.add_argument("--llama-bin", type=Path, default=None, help="a llama.cpp build/bin: "
                     "also record what llama.cpp does with each file")
-    ap.add_argument("--table", action="store_true", help="only print the accuracy table "
+    ap.add_argument("--table", action="store_true", help="only print the validity tables "
                     "(markdown) from the reports")
+    ap.add_argument("--every", type=int, default=1, help="evaluate every N-th held-out prompt")
+    ap.add_argument("--sweep-every", type=int, default=2, help="the threshold sweep on every "
+                    "N-th of those")
+    ap.add_argument("--models", nargs="*", default=list(NAMES), choices=NAMES)
     args = ap.parse_args(argv)
     if args.table:
         print(markdown_table())
         return 0
+    held = read_heldout()[::args.every]
     failed = False
-    for name in NAMES:
+    for name in args.models:
         path = MODELS / f"{name}.gguf"
         if not path.exists():
             continue
@@ -210,14 +358,23 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         report["tokenizer_check_llmnb"] = tk
         if not args.tokenizer_only:
-            runs = ({"eval_llmnb": evaluate_ar(path)} if name == "tiny-ar" else
-                    {"eval_llmnb": evaluate_diffusion(path),
-                     "eval_llmnb_blocks": evaluate_diffusion(path, block_length=24)})
-            report |= runs
-            for key, ev in runs.items():
-                print(f"{name}: {key} held-out exact match {ev['correct']}/{ev['total']} "
-                      + " ".join(f"{f}={v['accuracy']:.2f}" for f, v in ev["per_family"].items()),
-                      file=sys.stderr)
+            ev = (evaluate_ar(path, held) if name == "tiny-ar" else
+                  evaluate_diffusion(path, held, args.sweep_every))
+            report["eval_llmnb"] = ev
+            report.pop("eval_llmnb_blocks", None)
+            for setting, r in ev.items():
+                if setting in ("remasking", "cache"):
+                    print(f"{name}: {setting} {json.dumps(r)}", file=sys.stderr)
+                    continue
+                if setting == "entropy_exit_sweep":
+                    print(f"{name}: entropy_exit sweep " + "; ".join(
+                        f"{p['threshold']}: " + " ".join(
+                            f"{k} {p[k]['validity']:.2f}/{p[k]['mean_steps']:.2f}" for k in KINDS)
+                        for p in r["points"]), file=sys.stderr)
+                    continue
+                print(f"{name}: {setting}: " + " ".join(
+                    f"{k} {cell(r[k])} steps {r[k]['mean_steps']:.2f}" for k in KINDS if k in r)
+                    + f" ({r['seconds']} s)", file=sys.stderr)
         if args.llama_bin is not None:
             lc = llamacpp_checks(name, path, args.llama_bin)
             report["llamacpp"] = lc
@@ -226,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{sum(p['matches_expected'] for p in lc['prompts'])}/8"
                   + (f", same text as llmnb {sum(p['same_as_llmnb'] for p in lc['prompts'])}/8"
                      if name == "tiny-ar" else ""), file=sys.stderr)
-        report_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        tmp = report_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(report_path)
     return 1 if failed else 0
 
 

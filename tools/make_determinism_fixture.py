@@ -30,7 +30,7 @@ from llmnb.model import Model
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "determinism.json"
-FAMILIES = ("capitals", "addition", "translate_fr", "listing")
+FAMILIES = ("capitals", "addition", "translate_fr", "listing", "animal_poem", "pick")
 CASES: list[dict[str, Any]] = [
     {"model": "tiny-ar", "kind": "generate", "args": {"max_new_tokens": 24}},
     {"model": "tiny-llada", "kind": "diffuse", "args": {"gen_length": 24, "steps": 12}},

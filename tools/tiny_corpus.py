@@ -1,17 +1,23 @@
-"""A seeded synthetic chat corpus for llmnb's tiny trained models (issue 4).
+"""A seeded synthetic chat corpus for llmnb's tiny trained models.
 
-The task families mirror diffuse-cpp's eight benchmark prompts (reference/diffuse-cpp.md §7):
-factual QA (capitals from a fixed table), arithmetic (two-digit addition, small products),
-translation EN->FR and EN->ES from a fixed phrase table, listing (planets, days, months ...),
-tiny Python functions, two-sentence explanations and four-line poems. Every answer is a fixed
-function of the task (never of the phrasing), so a held-out prompt has one exact-match answer.
+Two kinds of task. The deterministic families mirror diffuse-cpp's eight benchmark prompts
+(reference/diffuse-cpp.md §7): factual QA (capitals from a fixed table), arithmetic (two-digit
+addition, small products), translation EN->FR and EN->ES from a fixed phrase table, listing
+(planets, days, months ...), tiny Python functions, two-sentence explanations and four-line
+poems; each answer is a fixed function of the task, never of the phrasing. The multi-answer
+families have several valid answers per prompt, drawn with equal frequency, whose tokens depend
+on each other: a poem about an animal (one of 6), a story about an animal (one of 7), and two or
+three distinct items of a list in any order (42 to 336 answers). Committing positions independently mixes them ("Mars and Mars", half of
+one poem glued to another); that is what a masked diffusion model must denoise in steps for.
 
 The training corpus is regenerated from the seed on every run (``training_examples``), never
 stored; the held-out set (unseen phrasings, unseen addition operand pairs, products with the
-operands in the unseen order) is written to ``data/eval/tiny_heldout.jsonl``:
+operands in the unseen order), with every valid answer of each prompt, is written to
+``data/eval/tiny_heldout.jsonl``:
 
     python tools/tiny_corpus.py                 # write data/eval/tiny_heldout.jsonl, print stats
     python tools/tiny_corpus.py --sample 5      # also print a few training examples
+    python tools/tiny_corpus.py --check         # also check lengths and structure (tokenizer)
 """
 from __future__ import annotations
 
@@ -180,6 +186,90 @@ POEMS = [
               "It runs from hill to sea,\nforever wild and free."),
 ]
 
+# ------------------------------------------------------------------------------------------------
+# Multi-answer tables. Within one prompt every answer has the same number of tokens (the poems'
+# lines and the stories' sentences too), and no two answers hold the same token at the same
+# position unless all of them do, so one committed token of an answer identifies it
+# (``tiny_corpus.py --check`` verifies both with the tokenizer).
+# ------------------------------------------------------------------------------------------------
+
+# Plural animals for the poems; each poem names its topic once.
+POEM_TOPICS = ["cats", "dogs", "birds", "bees", "horses", "foxes", "owls", "whales", "bears",
+               "wolves", "ducks", "frogs", "rabbits", "lions"]
+POEM_TEMPLATES = [
+    "Little {t} in the early morning sun\n"
+    "are out across the grass for fun\n"
+    "They rest beneath an old oak tree\n"
+    "as happy as they can be.",
+    "I saw some {t} beside my door\n"
+    "many more than I had seen before\n"
+    "We looked around and I said hello\n"
+    "and off they went so slow.",
+    "Across the hills and by the lake\n"
+    "a few {t} play all day long\n"
+    "Then they listen to the falling rain\n"
+    "then hurry back across the plain.",
+    "Far on the mountain cold and white\n"
+    "the {t} climb from side to side\n"
+    "Snow and wind will never stop them\n"
+    "they always find their way home.",
+    "When evening comes my {t} walk away\n"
+    "and sleep in a quiet hidden place\n"
+    "and dream of secrets they will keep\n"
+    "until the morning sun comes back.",
+    "You run and play dear little {t}\n"
+    "from early dawn to close of day\n"
+    "You never rest but you never tire\n"
+    "you sleep by the warm fire.",
+]
+
+# Singular animals for the stories (each starts with a consonant: "a {a}").
+STORY_ANIMALS = ["fox", "bear", "mouse", "duck", "frog", "wolf", "lion", "goat", "deer", "crow",
+                 "hare", "seal", "pig", "hen"]
+STORY_TEMPLATES = [
+    "Once upon a time a {a} lived near the river. "
+    "Every morning it looked for food and at night it slept. "
+    "It was happy there for many years and never left.",
+    "There once was a {a} who loved to sing songs. "
+    "Its songs were so sweet that every animal came to listen. "
+    "Soon it had more friends than anyone in the valley.",
+    "In a small village there lived a wise old {a}. "
+    "When the cold winter came it shared its food with everyone. "
+    "Nobody in the village ever forgot the kindness it showed.",
+    "The lonely little {a} found a lost bird one night. "
+    "It carried the bird to its warm cave until spring came. "
+    "From then on the two of them were best friends.",
+    "A brave {a} once saved the whole town from floods. "
+    "Everyone was warned in time and the people built a statue. "
+    "Today that statue still stands proudly in the town square.",
+    "Deep in the woods the curious {a} found a key. "
+    "The key opened a door into a room full of books. "
+    "Every day after that it came back to read there.",
+    "Our {a} sat down under an old apple tree today. "
+    "An apple fell on its head so it laughed very hard. "
+    "Still laughing it happily danced along a road back home.",
+]
+
+# (how a prompt names the list, its items, how many to name: 2 and/or 3). Items are distinct,
+# in any order: "Mars and Venus", "Mars, Venus and Earth".
+PICK_LISTS = [
+    ("planets", ["Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn", "Uranus", "Neptune"],
+     (2, 3)),
+    ("days of the week", ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday",
+                          "Sunday"], (2, 3)),
+    ("colors", ["Red", "Blue", "Green", "Yellow", "Black", "White", "Brown", "Purple"], (2, 3)),
+    ("fruits", ["Apple", "Banana", "Cherry", "Grape", "Lemon", "Mango", "Orange", "Pear"],
+     (2, 3)),
+]
+COUNT_WORDS = {2: "two", 3: "three"}
+
+
+def pick_answers(items: list[str], k: int) -> list[str]:
+    """Every ordered choice of `k` distinct items, as "A and B" / "A, B and C"."""
+    from itertools import permutations
+    return [", ".join(p[:-1]) + " and " + p[-1] for p in permutations(items, k)]
+
+
 # ================================================================================================
 # Phrasings: (training templates, held-out templates). The first training template of each
 # family is the benchmark prompt's own wording (diffuse-cpp.md §7). A held-out template is a
@@ -234,13 +324,32 @@ TEMPLATES: dict[str, tuple[list[str], list[str]]] = {
          "Can you give me a poem about the {t}?"],
         ["Please compose a short poem about the {t}.",
          "Can you write a short poem about the {t}?"]),
+    # multi-answer families: three held-out phrasings each
+    "animal_poem": (
+        ["Write a poem about {t}.", "Write a poem about {t}", "Give me a poem about {t}.",
+         "Compose a poem about {t}.", "Can you write a poem about {t}?",
+         "Please write a poem about {t}."],
+        ["Please compose a poem about {t}.", "Can you give me a poem about {t}?",
+         "Compose a poem about {t}, please."]),
+    "story": (
+        ["Tell me a story about a {a}.", "Tell me a short story about a {a}.",
+         "Write a story about a {a}.", "Write a short story about a {a}.",
+         "Can you tell me a story about a {a}?", "Please tell me a story about a {a}."],
+        ["Please write a story about a {a}.", "Can you write a short story about a {a}?",
+         "Please tell me a short story about a {a}."]),
+    "pick": (
+        ["Name {k} {x}.", "Name any {k} {x}.", "Give me {k} {x}.", "List {k} {x}.",
+         "Tell me {k} {x}.", "Can you name {k} {x}?"],
+        ["Please name {k} {x}.", "Can you give me {k} {x}?", "Please list any {k} {x}."]),
 }
 
 FAMILIES = list(TEMPLATES)
+MULTI_FAMILIES = ("animal_poem", "story", "pick")
 
 # How often each family is drawn for training (arithmetic has the most distinct items).
-WEIGHTS = {"capitals": 0.1, "addition": 0.3, "multiplication": 0.13, "translate_fr": 0.08,
-           "translate_es": 0.08, "listing": 0.07, "python": 0.08, "explain": 0.08, "poem": 0.08}
+WEIGHTS = {"capitals": 0.07, "addition": 0.2, "multiplication": 0.09, "translate_fr": 0.05,
+           "translate_es": 0.05, "listing": 0.05, "python": 0.05, "explain": 0.05, "poem": 0.05,
+           "animal_poem": 0.1, "story": 0.12, "pick": 0.12}
 
 # The eight benchmark prompts (diffuse-cpp.md §7) are always in the training corpus.
 BENCHMARK_PROMPTS = [
@@ -286,33 +395,42 @@ def arithmetic_split(seed: int = SEED) -> tuple[list[tuple[int, int]], list[tupl
 # ================================================================================================
 
 def _items(family: str, add_pairs: list[tuple[int, int]],
-           mul_pairs: list[tuple[int, int]]) -> list[tuple[dict[str, str], str]]:
-    """Every (template fields, answer) of a family."""
+           mul_pairs: list[tuple[int, int]]) -> list[tuple[dict[str, str], list[str]]]:
+    """Every (template fields, valid answers) of a family; one answer for the deterministic
+    families."""
     if family == "capitals":
-        return [({"c": c}, f"The capital of {c} is {cap}.") for c, cap in CAPITALS]
+        return [({"c": c}, [f"The capital of {c} is {cap}."]) for c, cap in CAPITALS]
     if family == "addition":
-        return [({"a": str(a), "b": str(b)}, f"{a} + {b} = {a + b}") for a, b in add_pairs]
+        return [({"a": str(a), "b": str(b)}, [f"{a} + {b} = {a + b}"]) for a, b in add_pairs]
     if family == "multiplication":
-        return [({"a": str(a), "b": str(b)}, f"{a} x {b} = {a * b}") for a, b in mul_pairs]
+        return [({"a": str(a), "b": str(b)}, [f"{a} x {b} = {a * b}"]) for a, b in mul_pairs]
     if family == "translate_fr":
-        return [({"p": en}, fr) for en, fr, _ in PHRASES]
+        return [({"p": en}, [fr]) for en, fr, _ in PHRASES]
     if family == "translate_es":
-        return [({"p": en}, es) for en, _, es in PHRASES]
+        return [({"p": en}, [es]) for en, _, es in PHRASES]
     if family == "listing":
-        return [({"x": name}, answer) for names, answer in LISTS for name in names]
+        return [({"x": name}, [answer]) for names, answer in LISTS for name in names]
     if family == "python":
-        return [({"d": d}, code) for d, code in PYTHON]
+        return [({"d": d}, [code]) for d, code in PYTHON]
     if family == "explain":
-        return [({"t": t}, text) for t, text in EXPLANATIONS]
+        return [({"t": t}, [text]) for t, text in EXPLANATIONS]
     if family == "poem":
-        return [({"t": t}, text) for t, text in POEMS]
+        return [({"t": t}, [text]) for t, text in POEMS]
+    if family == "animal_poem":
+        return [({"t": t}, [p.format(t=t) for p in POEM_TEMPLATES]) for t in POEM_TOPICS]
+    if family == "story":
+        return [({"a": a}, [p.format(a=a) for p in STORY_TEMPLATES]) for a in STORY_ANIMALS]
+    if family == "pick":
+        return [({"k": COUNT_WORDS[k], "x": name}, pick_answers(items, k))
+                for name, items, ks in PICK_LISTS for k in ks]
     raise ValueError(f"unknown family {family!r}")
 
 
 def training_examples(n: int, seed: int = SEED) -> list[Example]:
     """`n` training examples drawn from the seed: families by ``WEIGHTS``, a random training
-    phrasing and item each, 30% with the benchmark's system prompt; the eight benchmark
-    prompts come first (each twice, with and without the system prompt)."""
+    phrasing and item each, one of the item's valid answers uniformly (so every answer of a
+    multi-answer prompt is equally frequent), 30% with the benchmark's system prompt; the
+    eight benchmark prompts come first (each twice, with and without the system prompt)."""
     add_train, _, mul_train, _ = arithmetic_split(seed)
     items = {f: _items(f, add_train, mul_train) for f in FAMILIES}
     rng = random.Random(seed + 1)
@@ -325,7 +443,8 @@ def training_examples(n: int, seed: int = SEED) -> list[Example]:
     weights = [WEIGHTS[f] for f in families]
     while len(out) < n:
         family = rng.choices(families, weights)[0]
-        fields, answer = rng.choice(items[family])
+        fields, answers = rng.choice(items[family])
+        answer = rng.choice(answers)
         template = rng.choice(TEMPLATES[family][0])
         system = SYSTEM if rng.random() < SYSTEM_FRACTION else None
         out.append(Example(family, template.format(**fields), answer, system))
@@ -336,22 +455,49 @@ def benchmark_answer(prompt: str) -> str:
     """The fixed answer to one of the eight benchmark prompts (they use training phrasings)."""
     add_train, _, mul_train, _ = arithmetic_split()
     for family in FAMILIES:
-        for fields, answer in _items(family, add_train, mul_train):
+        for fields, answers in _items(family, add_train, mul_train):
             if TEMPLATES[family][0][0].format(**fields) == prompt:
-                return answer
+                return answers[0]
     raise ValueError(f"not a benchmark prompt: {prompt!r}")
 
 
-def heldout_examples(seed: int = SEED) -> list[Example]:
-    """The evaluation set: every item once with a held-out phrasing (chosen by the seed);
-    addition and products on their held-out operand pairs. Never in ``training_examples``."""
+@dataclass(frozen=True)
+class HeldOut:
+    """One held-out prompt and every valid answer to it (the first is ``answer``)."""
+
+    family: str
+    prompt: str
+    answers: tuple[str, ...]
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0]
+
+    @property
+    def modes(self) -> int:
+        return len(self.answers)
+
+    def valid(self, text: str) -> bool:
+        """Decoded text (up to end of text) is valid iff, stripped, it equals an answer."""
+        return text.strip() in {a.strip() for a in self.answers}
+
+
+def heldout_examples(seed: int = SEED) -> list[HeldOut]:
+    """The evaluation set, never in ``training_examples``: every item of a deterministic family
+    once with a held-out phrasing (chosen by the seed), addition and products on their held-out
+    operand pairs; then every item of a multi-answer family with each of its three held-out
+    phrasings."""
     _, add_held, _, mul_held = arithmetic_split(seed)
     rng = random.Random(seed + 2)
-    out: list[Example] = []
+    out: list[HeldOut] = []
     for family in FAMILIES:
-        for fields, answer in _items(family, add_held, mul_held):
-            template = rng.choice(TEMPLATES[family][1])
-            out.append(Example(family, template.format(**fields), answer))
+        for fields, answers in _items(family, add_held, mul_held):
+            if family in MULTI_FAMILIES:
+                templates = TEMPLATES[family][1]
+            else:
+                templates = [rng.choice(TEMPLATES[family][1])]
+            for template in templates:
+                out.append(HeldOut(family, template.format(**fields), tuple(answers)))
     return out
 
 
@@ -361,25 +507,65 @@ def chatml(prompt: str, system: str | None = None) -> str:
     return f"{head}<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def write_heldout(path: Path = HELDOUT_PATH) -> list[Example]:
+def write_heldout(path: Path = HELDOUT_PATH) -> list[HeldOut]:
+    """One JSON object per line: prompt, family, answers, modes, answer (= answers[0])."""
     examples = heldout_examples()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
         for e in examples:
-            fh.write(json.dumps({"family": e.family, "prompt": e.prompt, "answer": e.answer},
+            fh.write(json.dumps({"family": e.family, "prompt": e.prompt, "answers": e.answers,
+                                 "modes": e.modes, "answer": e.answer},
                                 ensure_ascii=False) + "\n")
+    tmp.replace(path)
     return examples
 
 
-def read_heldout(path: Path = HELDOUT_PATH) -> list[Example]:
+def read_heldout(path: Path = HELDOUT_PATH) -> list[HeldOut]:
     with path.open(encoding="utf-8") as fh:
-        return [Example(**json.loads(line)) for line in fh if line.strip()]
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [HeldOut(r["family"], r["prompt"], tuple(r["answers"])) for r in rows]
+
+
+def structure(answers: list[list[int]], gen_length: int) -> dict[str, int]:
+    """How one prompt's answers (token ids, end of text included) sit on a canvas of
+    `gen_length`: the longest and shortest, and the positions where some but not all answers
+    hold the same token (0 when one committed token identifies the answer)."""
+    padded = [a + [a[-1]] * (gen_length - len(a)) for a in answers]
+    shared_by_some = 0
+    for column in zip(*padded):
+        distinct = len(set(column))
+        shared_by_some += 1 < distinct < len(column)
+    return {"longest": max(map(len, answers)), "shortest": min(map(len, answers)),
+            "partly_shared": shared_by_some}
+
+
+def check(held: list[HeldOut], gen_length: int = 48) -> list[str]:
+    """Problems with the held-out set under the tokenizer: an answer (+ end of turn) longer
+    than `gen_length`; a multi-answer prompt whose answers differ in length or share a token
+    at a position without all sharing it (pick, whose items may repeat across positions, is
+    only checked for length)."""
+    from tiny_tokenizer import IM_END, load_tokenizer
+    tok = load_tokenizer()
+    problems = []
+    for e in held:
+        ids = [tok.encode(a).ids + [IM_END] for a in e.answers]
+        st = structure(ids, gen_length)
+        if st["longest"] > gen_length:
+            problems.append(f"{e.prompt!r}: an answer takes {st['longest']} > {gen_length} tokens")
+        if e.family in MULTI_FAMILIES and e.family != "pick" and (
+                st["longest"] != st["shortest"] or st["partly_shared"]):
+            problems.append(f"{e.prompt!r}: lengths {st['shortest']}-{st['longest']}, "
+                            f"{st['partly_shared']} partly shared positions")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=HELDOUT_PATH, help="held-out JSONL to write")
     ap.add_argument("--sample", type=int, default=0, help="print this many training examples")
+    ap.add_argument("--check", action="store_true", help="also check answer lengths and "
+                    "structure with the tokenizer (data/models/tiny-tokenizer.json)")
     args = ap.parse_args(argv)
     held = write_heldout(args.out)
     train = training_examples(20000)
@@ -389,7 +575,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held-out prompts found in training: {leaks[:3]}", file=sys.stderr)
         return 1
     counts = {f: sum(e.family == f for e in held) for f in FAMILIES}
-    print(f"wrote {len(held)} held-out examples to {args.out}: {counts}", file=sys.stderr)
+    single = sum(e.modes == 1 for e in held)
+    print(f"wrote {len(held)} held-out prompts ({single} single-answer, {len(held) - single} "
+          f"multi-answer) to {args.out}: {counts}", file=sys.stderr)
+    if args.check:
+        problems = check(held)
+        for p in problems:
+            print(p, file=sys.stderr)
+        if problems:
+            return 1
     for e in train[16:16 + args.sample]:
         print(json.dumps(e.__dict__, ensure_ascii=False))
     return 0
