@@ -64,6 +64,8 @@ KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # c(T) / t_1 at the knots: SmolLM2-135M, float32 weights, 1 thread, 150 cached tokens,
 # `python -m llmnb.perf.bench_spec --rows ...` (median of 5); the first batch rescales it.
 PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
+# ... and with the wide layout of the weights (``llmnb.model.wide``), `--paths`
+PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
 
 
 class VerifyCosts:
@@ -126,15 +128,17 @@ class VerifyCosts:
         self.batches = max(self.batches, 1)
 
 
-_COSTS: dict[tuple[str, int], VerifyCosts] = {}
+_COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
 
 
 def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
-    which ``llmnb.threads`` keeps equal to BLAS's)."""
-    key = (str(model.path), int(numexpr.get_num_threads()))
+    which ``llmnb.threads`` keeps equal to BLAS's) and weight layout (with or without the wide
+    copies, ``Transformer.use_wide``: two curves)."""
+    wide = model.transformer.wide_head is not None
+    key = (str(model.path), int(numexpr.get_num_threads()), wide)
     if key not in _COSTS:
-        _COSTS[key] = VerifyCosts()
+        _COSTS[key] = VerifyCosts(PRIOR_STEPS_WIDE if wide else PRIOR_STEPS)
     return _COSTS[key]
 
 

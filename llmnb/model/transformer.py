@@ -35,7 +35,8 @@ from llmnb.model.blocks import (
     swiglu,
 )
 from llmnb.model.config import ModelConfig
-from llmnb.model.weights import Weights
+from llmnb.model.weights import Weights, available_memory
+from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes
 
 F32 = npt.NDArray[np.float32]
 
@@ -62,6 +63,26 @@ class Transformer:
         self.config = config
         self.weights = weights
         self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors)
+        self.wide: list[WideLayer] = []                # (out, in) copies (``use_wide``) ...
+        self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
+
+    def use_wide(self, on: bool = True) -> int:
+        """Keep (or drop) the wide layout of the float32 weights held in memory, which batches
+        of WIDE_ROWS rows or more multiply faster (``llmnb.model.wide``); returns the bytes it
+        holds (0: off, weights that are not float32 arrays in memory, or a copy that would
+        leave less than a quarter of the available memory)."""
+        w = self.weights
+        if self.wide_head is None and on and w.residency == "resident":
+            on = w.nbytes < 0.75 * available_memory()
+        if not on or w.residency != "resident":
+            self.wide, self.wide_head = [], None
+            return 0
+        if self.wide_head is None:
+            layers = [w.layer(i) for i in range(self.config.n_layer)]
+            self.wide = [WideLayer(wide(lw.wqkv_t), wide(lw.wo_t), wide(lw.w_gate_up_t),
+                                   wide(lw.w_down_t)) for lw in layers]
+            self.wide_head = wide(w.head_t())
+        return wide_bytes(self.wide, self.wide_head)
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
@@ -80,8 +101,9 @@ class Transformer:
         h = self.weights.embed(ids)                                        # (T, d)
         for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
+            ww = self.wide[i] if self.wide else NARROW
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
-            qkv = linear(x, lw.wqkv_t)                                           # (T, nq + 2 nkv)
+            qkv = linear(x, lw.wqkv_t, ww.wqkv)                            # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
             # q and k heads side by side, rotated in one call: (nh + nkv, T, hd)
@@ -99,15 +121,16 @@ class Transformer:
                 p = attention_weights(q, k, causal, q_offset, key_mask)      # (nkv, g, T, S)
                 observe(i, p)
                 a = attend(p, v)
-            h = h + linear(a, lw.wo_t)                                         # (T, d)
+            h = h + linear(a, lw.wo_t, ww.wo)                                  # (T, d)
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
-            gu = linear(x, lw.w_gate_up_t)                                     # (T, 2 ff)
-            h = h + linear(swiglu(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t)  # (T, d)
+            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                       # (T, 2 ff)
+            h = h + linear(swiglu(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t,
+                           ww.w_down)                                          # (T, d)
         return rms_norm(h, self.weights.output_norm, c.rms_eps)
 
     def logits(self, hidden: F32) -> F32:
         """(T, d) hidden states -> (T, vocab) logits through the output head."""
-        return linear(hidden, self.weights.head_t())
+        return linear(hidden, self.weights.head_t(), self.wide_head)
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                 causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,

@@ -210,12 +210,17 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
     return rows
 
 
+PATHS = ("X@W", "W@X.T")     # the weights' (in, out) layout alone; with the wide (out, in) copy
+
+
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
                  rows: tuple[int, ...] | None = None, repeats: int = 5,
-                 context: int = 150) -> list[dict[str, Any]]:
+                 context: int = 150, paths: tuple[str, ...] = ("W@X.T",)) -> list[dict[str, Any]]:
     """What a verify batch of T rows costs after `context` cached tokens: median seconds of
     ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step) and the ratio to
-    T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise."""
+    T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise, for each of
+    `paths`: "X@W" (the loaded weights only: few-row products, then X @ W.T) and "W@X.T" (with
+    the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on)."""
     import numpy as np
 
     import llmnb
@@ -239,9 +244,15 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
                 cache.truncate(context)
             return run
 
-        secs = [median_time(batch(t), repeats) for t in rows]
-    return [{"model": model, "threads": threads, "rows": t, "ms": 1e3 * s,
-             "decode_steps": s / secs[0]} for t, s in zip(rows, secs)]
+        out: list[dict[str, Any]] = []
+        for path in paths:
+            tr.use_wide(path == "W@X.T")
+            one = median_time(batch(1), repeats)                # a plain step, either way
+            secs = [one if t == 1 else median_time(batch(t), repeats) for t in rows]
+            out += [{"model": model, "threads": threads, "path": path, "rows": t, "ms": 1e3 * s,
+                     "decode_steps": s / one} for t, s in zip(rows, secs)]
+        tr.use_wide(False)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,11 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, nargs="+", default=None,
                    help="batch sizes T (default: the cost model's knots)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--paths", nargs="*", choices=PATHS, default=None,
+                   help=f"products to measure (default: W@X.T, the speculative default; "
+                        f"--paths alone: all of {', '.join(PATHS)})")
     a = p.parse_args(argv)
+    paths = ("W@X.T",) if a.paths is None else tuple(a.paths) or PATHS
     for n in a.threads:
         _print_rows(f"verify batch cost, {a.model}, {n} thread(s), 150 cached tokens, "
                     f"median of {a.repeats}",
-                    verify_costs(a.model, n, None if a.rows is None else tuple(a.rows), a.repeats))
+                    verify_costs(a.model, n, None if a.rows is None else tuple(a.rows), a.repeats,
+                                 paths=paths))
     return 0
 
 
