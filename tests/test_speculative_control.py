@@ -67,13 +67,31 @@ def test_expected_tokens_is_the_geometric_sum() -> None:
 
 def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
     c = BubbleController([True], 4, 16, gate=False)
-    c.after_round([Draft([1, 2, 3, 4])], [4], [4], 0)
+    c.after_round([Draft([1, 2, 3, 4])], [4], [4], [0])
     assert c.k == [6]
-    c.after_round([Draft([1, 2, 3, 4, 5, 6])], [6], [1], 0)   # bubble 5: give back 3
+    c.after_round([Draft([1, 2, 3, 4, 5, 6])], [6], [1], [0])   # bubble 5: give back 3
     assert c.k == [3]
-    c.after_round([Draft([1])], [1], [0], 0)
+    c.after_round([Draft([1])], [1], [0], [0])
     assert c.k == [2]
     assert c.plan([Draft([1, 2])]) == [2]                        # no gate: verify every draft
+
+
+def test_an_unverified_draft_is_scored_by_the_run_it_would_have_had() -> None:
+    c = BubbleController([True], 4, 16, costs=VerifyCosts())
+    d = Draft([1, 2, 3, 9], tag=2, prior=0.5)
+    hits, tries = 1.0, 2.0                            # the prior: 2 * 0.5 hits in 2 tries
+    c.after_round([d], [0], [0], [1])                 # a plain step: 1 matches, still open
+    hits, tries = 0.8 * hits + 1, 0.8 * tries + 1
+    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 1)
+    c.after_round([Draft([7], tag=3)], [0], [0], [2, 3])   # later drafts wait; 2, 3 match
+    hits, tries = 0.8 * hits + 2, 0.8 * tries + 2
+    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 3)
+    c.after_round([Draft([7], tag=3)], [0], [0], [4])      # 9 != 4: a miss, done; then this
+    hits, tries = 0.8 * hits, 0.8 * tries + 1              # round's own draft: 7 != 4
+    assert abs(c.alpha(0, 2) - hits / tries) < 1e-12
+    assert c.alpha(0, 3) == 0.8 * 1.0 / (0.8 * 2.0 + 1) and c.shadow[0] is None
+    c.after_round([Draft([5, 6], tag=2)], [0], [0], [5, 6])   # used up: two of two, no miss
+    assert abs(c.alpha(0, 2) - (0.8 * hits + 2) / (0.8 * tries + 2)) < 1e-12 and c.shadow[0] is None
 
 
 def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> None:
@@ -86,8 +104,8 @@ def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> N
                         Draft(list(range(40))))
     c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
     for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
-        c.after_round([good, model], [40, 40], [40, 0], 0)
-        c.after_round([bad, model], [40, 40], [0, 0], 0)
+        c.after_round([good, model], [40, 40], [40, 0], [0])
+        c.after_round([bad, model], [40, 40], [0, 0], [0])
     assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1
     a = c.alpha(0, 3)
     want = c.best_k(a, 40, 0.0)
@@ -123,7 +141,7 @@ def test_a_drafter_that_cannot_pay_probes_after_16_then_32_rounds() -> None:
     c.time_draft(0, 1, 5.0)                                      # 5 steps per drafted token
     probes = []
     for i in range(1, 60):
-        c.after_round([Draft([])], [0], [0], 0)
+        c.after_round([Draft([])], [0], [0], [0])
         if c.k[0] > 0:
             probes.append(i)
     assert probes == [16, 48]

@@ -44,7 +44,10 @@ class LookupDrafter(Drafter):
     into its own output (a loop of period p repeats). Its tag is the length of the match it
     copies, followed back up to ``LONG_MATCH`` tokens, in the buckets 1, 2, 3, 4-7, 8-15, 16+:
     a long match is a copy in progress, a short one a guess. Its prior acceptance is
-    m / (m + 1) for a bucket starting at m (0.5 for one token, 0.94 for 16 or more).
+    m / (m + 1) for the buckets of a copy in progress, m = 8 and 16 (0.89, 0.94), and 0.5 for a
+    guess: below the ~0.7 a verify batch needs to pay on a CPU (notebook 10), so in prose a
+    short match is not verified until the first tokens of its unverified drafts (which the
+    controller scores against what the round committed) have shown it right.
     """
 
     LONG_MATCH = 16
@@ -114,7 +117,7 @@ class LookupDrafter(Drafter):
                    and toks[end - m] == toks[n_ctx - 1 - m]):
                 m += 1
             tag = m if m < 4 else 4 if m < 8 else 8 if m < self.LONG_MATCH else self.LONG_MATCH
-            return Draft(out, tag=tag, prior=tag / (tag + 1.0))
+            return Draft(out, tag=tag, prior=tag / (tag + 1.0) if tag >= 8 else 0.5)
         return Draft([])
 
 

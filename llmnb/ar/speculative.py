@@ -71,12 +71,14 @@ class SpeculativeResult:
 
     @property
     def target_forwards(self) -> int:
-        """Target forward passes after the prompt (one per round)."""
+        """Target forward passes after the prompt's (one per round)."""
         return len(self.rounds)
 
     @property
     def tokens_per_forward(self) -> float:
-        return len(self.tokens) / len(self.rounds) if self.rounds else 0.0
+        """Tokens per target forward after the prompt's (whose logits give the first token,
+        as in plain decoding; plain decoding's figure is 1)."""
+        return (len(self.tokens) - 1) / len(self.rounds) if self.rounds else 1.0
 
     def acceptance(self) -> dict[str, float | None]:
         """Per drafter: accepted / verified tokens, None for a drafter never verified."""
@@ -150,14 +152,13 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     stats = GenerationStats(prompt_tokens=len(ids))
     rounds: list[SpecRound] = []
 
-    t0 = time.perf_counter()
-    if len(ids) > 1:                                         # the last prompt token is the root
-        transformer.forward(np.array(ids[:-1], dtype=np.int64), cache=cache, last_only=True)
-        cache.commit()
+    t0 = time.perf_counter()                                 # the prompt, as llmnb.generate's:
+    first = transformer.forward(np.array(ids, dtype=np.int64), cache=cache, last_only=True)
+    cache.commit()
     stats.prefill_s = time.perf_counter() - t0
-    seq = list(ids)
     t_start = time.perf_counter()
-    stopped = False
+    seq = [*ids, sampler.sample(first[0])]                   # its logits give the first token,
+    stopped = out.push(seq[-1], context_full=len(seq) - 1 >= capacity)   # the root of round 1
     while not stopped:
         length = cache.length                                # == len(seq) - 1
         longest = min(max_new_tokens - len(out.tokens) - 1,  # the round adds one token itself
@@ -185,7 +186,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             ctrl.time_verify(len(tree), t_end - t_verify)
         else:
             ctrl.time_step(t_end - t_verify)
-        ctrl.after_round(drafts, plan, accepted, committed[0])
+        ctrl.after_round(drafts, plan, accepted, committed)
         rounds.append(SpecRound(list(ctrl.k_used), [len(dr) for dr in drafts], list(plan),
                                 accepted, chosen, len(committed), len(tree),
                                 t_verify - t_draft, t_end - t_verify))

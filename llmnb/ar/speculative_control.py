@@ -18,8 +18,11 @@ count, not to a prompt, so the process keeps one ``VerifyCosts`` per (model file
 and threw away). Per drafter, and per kind of draft (``Draft.tag``: a lookup's match length),
 exponentially weighted counts (factor 0.8) of draft tokens tried and accepted, starting from
 2 * prior hits in two tries (``Draft.prior``); alpha = hits / tries. A verified draft with a of
-its n tokens accepted adds a hits and a + [a < n] tries; a draft that was not verified adds its
-first token's outcome against the token the round committed. A draft of K tokens at acceptance
+its n tokens accepted adds a hits and a + [a < n] tries. A draft that was not verified is
+checked against the tokens committed in this round and the next ones, up to ``SHADOW`` tokens
+or its first miss, each round adding the hits and the miss it shows (its drafter's later drafts
+wait until it is done). So a kind of draft is judged by the run it would have had, not only by
+its first token. A draft of K tokens at acceptance
 alpha then yields E(K) = 1 + alpha + ... + alpha^K tokens (its accepted prefix and the
 target's own token).
 
@@ -59,6 +62,7 @@ from llmnb.errors import UsageError
 from llmnb.model.model import Model
 
 K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, per drafter)
+SHADOW = 16           # tokens of an unverified draft checked against what gets committed
 
 KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # c(T) / t_1 at the knots: SmolLM2-135M, float32 weights, 1 thread, 150 cached tokens,
@@ -171,6 +175,8 @@ class BubbleController:
         self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
         self.costs = costs if costs is not None else VerifyCosts()
         self.k_used = [k] * n             # K per drafter in the last plan (a free drafter's trim)
+        self.shadow: list[tuple[Draft, int] | None] = [None] * n   # an unverified draft and
+        #                                   how many of its tokens the committed ones matched
 
     # -- what was measured --------------------------------------------------------------
     def alpha(self, j: int, tag: int = 0, prior: float = 0.5) -> float:
@@ -295,13 +301,42 @@ class BubbleController:
             i += 1
         return total
 
+    def _follow(self, j: int, committed: Sequence[int]) -> None:
+        """Check drafter j's unverified draft against `committed`, the round's tokens, and
+        score what they show at once (a tokens matched, and a miss if one did not); it is done
+        once it misses or SHADOW (or all) of its tokens matched."""
+        pending = self.shadow[j]
+        if pending is None:
+            return
+        d, matched = pending
+        want = min(len(d), SHADOW)
+        hits, miss = 0, 0
+        for tok in committed:
+            if matched + hits == want:
+                break
+            if d.tokens[matched + hits] != tok:
+                miss = 1
+                break
+            hits += 1
+        self._score(j, d, hits, hits + miss)
+        matched += hits
+        self.shadow[j] = None if miss or matched == want else (d, matched)
+
     def after_round(self, drafts: Sequence[Draft], plan: Sequence[int], accepted: Sequence[int],
-                    token: int) -> None:
-        """Score the drafts (a verified branch: its bubble; an unverified draft: its first
-        token against the committed `token`), then set every drafter's next K."""
+                    committed: Sequence[int]) -> None:
+        """Score the drafts (a verified branch: its bubble; an unverified draft: the run it
+        would have had among the `committed` tokens of this and the next rounds), then set
+        every drafter's next K."""
         for j, d in enumerate(drafts):
             n = plan[j]
-            if n > 0:
+            if n == 0 and len(d) > 0:
+                self._follow(j, committed)                # the earlier draft, if still open
+                if self.shadow[j] is None:
+                    self.shadow[j] = (d, 0)
+                    self._follow(j, committed)
+                continue
+            self.shadow[j] = None                         # verified (or no draft): its own
+            if n > 0:                                     # outcome counts
                 a = accepted[j]
                 self._score(j, d, a, a + (1 if a < n else 0))
                 if self.adaptive and not self.costed:     # the bubble rule
@@ -310,8 +345,6 @@ class BubbleController:
                         self.k[j] = min(self.k_max, self.k[j] + (self.k[j] + 1) // 2)
                     elif bubble > 0:
                         self.k[j] = max(1, self.k[j] - (bubble + 1) // 2)
-            elif len(d) > 0:
-                self._score(j, d, 1 if d.tokens[0] == token else 0, 1)
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
