@@ -15,7 +15,7 @@ MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test test-pure test-browser browser setup models mypy pytest bench clean
+.PHONY: lab test test-pure test-browser browser setup models vocab mypy pytest bench clean
 
 # JupyterLab refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -23,7 +23,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup models
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
-test: setup models mypy pytest test-browser
+test: setup models vocab mypy pytest test-browser
 
 setup: $(STAMP)
 
@@ -41,6 +41,27 @@ $(STAMP): $(BIN)/python $(SOURCES)
 models: $(STAMP)
 	@for m in $(MODELS); do $(BIN)/llmnb pull $$m > /dev/null || exit 1; done
 	@$(BIN)/llmnb models
+
+# llama.cpp's vocabulary test files (models/ggml-vocab-*.gguf with .inp/.out), third-party data
+# never committed: pip downloads the llama-cpp-python source package pinned by hash
+# (tests/fixtures/llamacpp_vocab/requirements.txt), only those files are unpacked into the
+# cache, and the tests read them from there. Done once; a second run finds the stamp.
+LLMNB_CACHE := $(or $(LLMNB_HOME),$(HOME)/.cache/llmnb)
+VOCAB_REQS  := tests/fixtures/llamacpp_vocab/requirements.txt
+VOCAB_DIR   := $(LLMNB_CACHE)/vocab/llama-cpp-python-0.3.36
+VOCAB_TAR   := llama_cpp_python-0.3.36
+
+vocab: $(VOCAB_DIR)/.complete
+
+$(VOCAB_DIR)/.complete: $(VOCAB_REQS) | $(BIN)/python
+	@rm -rf $(VOCAB_DIR).tmp && mkdir -p $(VOCAB_DIR).tmp
+	$(PIP) download -q --no-deps --no-binary :all: --require-hashes -r $(VOCAB_REQS) \
+		-d $(VOCAB_DIR).tmp 2>&1 | $(QUIET)
+	tar -xzf $(VOCAB_DIR).tmp/$(VOCAB_TAR).tar.gz -C $(VOCAB_DIR).tmp --strip-components=4 \
+		--wildcards '$(VOCAB_TAR)/vendor/llama.cpp/models/ggml-vocab-*'
+	rm $(VOCAB_DIR).tmp/$(VOCAB_TAR).tar.gz && touch $(VOCAB_DIR).tmp/.complete
+	rm -rf $(VOCAB_DIR) && mv $(VOCAB_DIR).tmp $(VOCAB_DIR)
+	@ls $(VOCAB_DIR)/*.inp | wc -l | xargs printf "%s llama.cpp vocabulary tests in $(VOCAB_DIR)\n"
 
 mypy: $(STAMP)
 	$(BIN)/mypy --strict llmnb

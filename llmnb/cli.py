@@ -150,7 +150,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
         raise UsageError("--spec: speculative decoding keeps the full KV cache; drop --kv-budget")
     spec: dict[str, object] = {}
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = load(a.model, tokenizer=a.tokenizer, weights=a.weights)
         sampler = _sampler(a)
         assert isinstance(sampler, Sampler)
         stream = None if a.json else _stream_out(a.raw)
@@ -175,7 +175,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
         print(flush=True)
     print(f"[{s.prompt_tokens} prompt tokens, prefill {s.prefill_tok_s:.1f} tok/s | "
           f"{s.new_tokens} new tokens, decode {s.decode_tok_s:.1f} tok/s | stop: {stop_reason} | "
-          f"{a.threads} thread(s){_kv_note(kv)}{_spec_note(spec)}]", file=sys.stderr)
+          f"{a.threads} thread(s), {model.plan.weights} weights{_kv_note(kv)}{_spec_note(spec)}]",
+          file=sys.stderr)
     return EXIT_OK
 
 
@@ -184,6 +185,22 @@ def _stream_out(raw: bool) -> Callable[[str], None]:
         sys.stdout.write(text if raw else safe_text(text))
         sys.stdout.flush()
     return write
+
+
+def _load_batched(a: argparse.Namespace) -> Any:
+    """The model for a command whose passes cover many tokens at once (diffuse, perplexity):
+    with --weights auto, float32 weights when they fit in memory (those passes are
+    compute-bound, and sgemm on a float32 copy beats dequantizing a slice per pass: see
+    notebooks 07 and 09), else the quantized ones."""
+    from llmnb.model import load
+    from llmnb.model.weights import MemoryPreflightError
+
+    if a.weights != "auto":
+        return load(a.model, tokenizer=a.tokenizer, weights=a.weights)
+    try:
+        return load(a.model, tokenizer=a.tokenizer, weights="f32", residency="resident")
+    except MemoryPreflightError:
+        return load(a.model, tokenizer=a.tokenizer, weights="quantized")
 
 
 def cmd_diffuse(a: argparse.Namespace) -> int:
@@ -200,13 +217,18 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_USAGE
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = _load_batched(a)
         r = diffuse(model, prompt, gen_length=a.n, steps=a.steps, scheduler=a.scheduler,
                     schedule=a.schedule, remasking=a.remasking, temperature=a.temp,
                     entropy_threshold=a.entropy_threshold, threshold=a.threshold,
-                    factor=a.factor, block_length=a.block_length, cache=not a.no_cache,
-                    cache_keep_active=a.cache_keep_active, cache_refresh=a.cache_refresh,
-                    cache_policy=a.cache_policy, chat=a.chat, system=a.system, seed=a.seed)
+                    factor=a.factor, eb_gamma=a.eb_gamma, eb_temperature=tuple(a.eb_temperature),
+                    klass_confidence=a.klass_confidence, klass_kl=a.klass_kl,
+                    klass_history=a.klass_history, wino_draft=a.wino_draft,
+                    wino_verify=a.wino_verify, block_length=a.block_length,
+                    cache=not a.no_cache, cache_keep_active=a.cache_keep_active,
+                    cache_refresh=a.cache_refresh, cache_policy=a.cache_policy,
+                    elastic_gamma=a.elastic_gamma, elastic_window=a.elastic_window,
+                    suffix_window=a.suffix_window, chat=a.chat, system=a.system, seed=a.seed)
     s = r.stats
     if a.json:
         print(json_text({"prompt": a.prompt if a.tokens is None else None,
@@ -214,9 +236,10 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
                          "steps_taken": r.steps_taken, "stats": s.to_json()}))
     else:
         print(r.text if a.raw else safe_text(r.text))
-    print(f"[{r.steps_taken} steps, {s.seconds:.2f} s | {s.tok_s:.1f} tok/s over all {s.gen_length} "
-          f"positions (diffuse-cpp's figure) | {s.content_tokens} content tokens, "
-          f"{s.useful_tok_s:.1f} tok/s | cache {'off' if a.no_cache else 'on'} | "
+    remasked = f", {sum(s.remasked)} re-masked" if sum(s.remasked) else ""
+    print(f"[{r.steps_taken} steps{remasked}, {s.seconds:.2f} s | {s.tok_s:.1f} tok/s over all "
+          f"{s.gen_length} positions (diffuse-cpp's figure) | {s.content_tokens} content tokens, "
+          f"{s.useful_tok_s:.1f} tok/s | cache {'off' if a.no_cache else a.cache_policy} | "
           f"{a.threads} thread(s)]", file=sys.stderr)
     return EXIT_OK
 
@@ -234,7 +257,7 @@ def cmd_perplexity(a: argparse.Namespace) -> int:
         return EXIT_INPUT
     kv = _kv_args(a)
     with threads(a.threads):
-        model = load(a.model, tokenizer=a.tokenizer)
+        model = _load_batched(a)
         r = perplexity(model, text, ctx=a.ctx, rule=a.rule, max_chunks=a.chunks,
                        progress=_progress_bar("perplexity", unit="window"), **kv)
     if a.json:
@@ -298,10 +321,15 @@ def cmd_models(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from llmnb.perf import bench
 
-    return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer)
+    return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer,
+                      weights=a.weights)
 
 
 # --- parser -----------------------------------------------------------------------------
+
+AUTO_WEIGHTS = "quantized for block-quantized files (Q4_0 ... Q6_K), f32 for float ones"
+AUTO_BATCHED = ("f32 when the float32 weights fit in memory (these passes cover many tokens "
+                "at once and are compute-bound), else quantized")
 
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= `low`."""
@@ -353,6 +381,13 @@ def _add_kv_flags(s: argparse.ArgumentParser) -> None:
                    help="score and keep per layer (default) or one set for every layer")
 
 
+def _add_weights_flag(s: argparse.ArgumentParser, help_default: str) -> None:
+    s.add_argument("--weights", choices=["auto", "quantized", "f32"], default="auto",
+                   help="quantized: multiply the file's blocks directly (llmnb.kernels); f32: "
+                        "dequantize to float32 (the reference path); auto (default): "
+                        + help_default)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
@@ -388,7 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-p", type=_probability, default=0.0, help="min-p ratio (0 = off)")
     s.add_argument("--seed", type=int, default=None, help="random seed for sampling")
     s.add_argument("--stop", action="append", metavar="TEXT", help="stop string (repeatable)")
-    s.add_argument("--threads", type=_positive_int, default=1, help="BLAS/numexpr threads (1)")
+    s.add_argument("--threads", type=_positive_int, default=1,
+                   help="BLAS/numexpr/numba threads (1)")
+    _add_weights_flag(s, AUTO_WEIGHTS)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true",
@@ -410,18 +447,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-n", type=_positive_int, default=128, help="generated positions (128)")
     s.add_argument("-s", "--steps", type=_positive_int, default=32, help="denoising steps (32)")
     s.add_argument("--scheduler", default="low_confidence",
-                   choices=["low_confidence", "entropy_exit", "threshold", "factor"],
-                   help="how many positions a step commits (low_confidence)")
+                   choices=["low_confidence", "entropy_exit", "threshold", "factor",
+                            "entropy_bound", "klass", "wino"],
+                   help="how many positions a step commits (low_confidence); threshold, factor, "
+                        "entropy_bound and wino run each block until it is done")
     s.add_argument("--schedule", default="cosine", choices=["cosine", "linear", "even", "eps"],
                    help="transfer counts per step (cosine, as diffuse-cpp)")
-    s.add_argument("--remasking", default="low_confidence",
+    s.add_argument("--remasking", default=None,
                    choices=["low_confidence", "probability", "maskgit_plus", "topk_margin",
                             "entropy", "random"],
-                   help="which positions first: the confidence rule (low_confidence: raw top-1 logit)")
+                   help="which positions first: the confidence rule (default: the scheduler's "
+                        "own; low_confidence's is the raw top-1 logit, as diffuse-cpp)")
     s.add_argument("--entropy-threshold", type=_non_negative_float, default=1.5,
                    help="entropy_exit: positions below this many nats count as easy (1.5)")
     s.add_argument("--threshold", type=_probability, default=0.9, help="threshold scheduler (0.9)")
     s.add_argument("--factor", type=_non_negative_float, default=1.0, help="factor scheduler (1.0)")
+    s.add_argument("--eb-gamma", type=_non_negative_float, default=0.1, metavar="G",
+                   help="entropy_bound (EB-Sampler): entropy budget per step (0.1)")
+    s.add_argument("--eb-temperature", type=_non_negative_float, nargs=2, default=[0.8, 0.4],
+                   metavar=("T_MAX", "T_MIN"),
+                   help="entropy_bound: sampling temperature annealed over a block's steps "
+                        "(0.8 0.4; 0 0 = greedy)")
+    s.add_argument("--klass-confidence", type=_probability, default=None, metavar="P",
+                   help="klass: probability a position must exceed (LLaDA 0.6, Dream 0.9)")
+    s.add_argument("--klass-kl", type=_non_negative_float, default=None, metavar="KL",
+                   help="klass: KL between steps a stable position stays under "
+                        "(LLaDA 0.015, Dream 0.001)")
+    s.add_argument("--klass-history", type=_positive_int, default=2, metavar="N",
+                   help="klass: steps a position must stay stable (2)")
+    s.add_argument("--wino-draft", type=_probability, default=0.6, metavar="P",
+                   help="wino: probability a draft must exceed (0.6)")
+    s.add_argument("--wino-verify", type=_probability, default=0.9, metavar="P",
+                   help="wino: re-mask a draft whose re-read probability falls under this (0.9)")
     s.add_argument("--block-length", type=_positive_int, default=None,
                    help="semi-autoregressive blocks of this many positions (default: one block)")
     s.add_argument("--temp", type=_non_negative_float, default=0.0, help="temperature (0)")
@@ -431,12 +488,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep a committed position recomputed for N more steps (0)")
     s.add_argument("--cache-refresh", type=_non_negative_int, default=0, metavar="N",
                    help="a full forward every N steps (0 = never)")
-    s.add_argument("--cache-policy", choices=["diffuse", "prefix", "dual"], default="diffuse",
-                   help="what a cached step recomputes: diffuse-cpp's active set, or Fast-dLLM's "
-                        "block + suffix (prefix) or block only (dual)")
+    s.add_argument("--cache-policy", choices=["diffuse", "prefix", "dual", "elastic"],
+                   default="diffuse",
+                   help="what a cached step recomputes: diffuse-cpp's active set, Fast-dLLM's "
+                        "block + suffix (prefix) or block only (dual), or a window of masks "
+                        "refreshed when attention drifts (elastic)")
+    s.add_argument("--elastic-gamma", type=_probability, default=0.9, metavar="G",
+                   help="elastic: refresh when the tracked token's attention has cosine "
+                        "similarity under G with the last step's (0.9)")
+    s.add_argument("--elastic-window", type=_positive_int, default=16, metavar="N",
+                   help="elastic: masked positions a step proposes for and recomputes (16)")
+    s.add_argument("--suffix-window", type=_non_negative_int, default=None, metavar="N",
+                   help="the forward sees only N positions beyond the current block (DPad; "
+                        "default: all of them)")
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
     s.add_argument("--system", help="system message (with --chat)")
     s.add_argument("--threads", type=_positive_int, default=1)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")
     s.add_argument("--raw", action="store_true", help="print control characters unchanged")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -450,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score the second half of each window (llama-perplexity) or all of it")
     s.add_argument("--chunks", type=_positive_int, default=None, help="score at most N windows")
     s.add_argument("--threads", type=_positive_int, default=1)
+    _add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH")
     s.add_argument("--json", action="store_true")
     _add_kv_flags(s)
@@ -494,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cores, and their count)")
     s.add_argument("--peer", metavar="PATH",
                    help="a local llama.cpp build folder (or its llama-bench) to compare against")
+    s.add_argument("--weights", choices=["quantized", "f32"], nargs="+", default=None,
+                   help="the weights each model bench runs with (default: quantized and f32, "
+                        "side by side, where a bench compares them)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_bench)
     return p

@@ -1,4 +1,4 @@
-"""``llmnb bench diffusion``'s pieces that are not timings: the peer driver and the cache table."""
+"""``llmnb bench diffusion``'s pieces that are not timings: the peer driver."""
 from __future__ import annotations
 
 import stat
@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmnb.perf.bench_diffusion import cache_worker, peer_exe, peer_step_ms
-
-ROOT = Path(__file__).parent.parent
+from llmnb.perf.bench_diffusion import peer_exe, peer_step_ms
 
 
 def fake_peer(tmp_path: Path, body: str) -> Path:
@@ -35,14 +33,3 @@ def test_a_failing_or_missing_peer_is_a_clear_error(tmp_path: Path) -> None:
     exe = fake_peer(tmp_path, 'echo "GGML_ASSERT failed" >&2; exit 134\n')
     with pytest.raises(RuntimeError, match="GGML_ASSERT"):
         peer_step_ms(exe, tmp_path / "m.gguf", 96, 1, repeats=1)
-
-
-def test_cache_table_compares_each_policy_with_its_uncached_run() -> None:
-    res = cache_worker(str(ROOT / "data" / "models" / "tiny-llada.gguf"),
-                       str(ROOT / "data" / "eval" / "tiny_heldout.jsonl"), every=75, steps=16)
-    assert res["prompts"] == 3
-    assert res["no cache"]["fidelity"] == 1.0 and res["no cache"]["speedup"] == 1.0
-    assert res["no cache, blocks of 24"]["fidelity"] == 1.0
-    for name in ("diffuse", "prefix, blocks of 24", "dual, blocks of 24", "entropy_exit"):
-        assert 0.5 < res[name]["fidelity"] <= 1.0 and res[name]["seconds"] > 0
-    assert res["entropy_exit"]["mean_steps"] < res["no cache"]["mean_steps"] == 16

@@ -322,7 +322,7 @@ def test_unknown_architecture_is_refused(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "hf", "llada")
     (tmp_path / "hf" / "config.json").write_text(json.dumps(
         checkpoint_config("llada") | {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
-    with pytest.raises(ConvertError, match=r"expected a Llama, Qwen2, LLaDA or Dream checkpoint"):
+    with pytest.raises(ConvertError, match=r"expected a Llama, Qwen2, LLaDA, Dream or Gemma 3 checkpoint"):
         convert_checkpoint(tmp_path / "hf", tmp_path / "o.gguf")
     with pytest.raises(ConvertError, match=r"arch: expected one of llama, qwen2, llada, dream"):
         convert_checkpoint(tmp_path / "hf", tmp_path / "o.gguf", arch="gpt2")

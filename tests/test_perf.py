@@ -110,11 +110,13 @@ def test_machine_probe_returns_sane_typed_values() -> None:
     assert isinstance(f.physical_cores, int) and 1 <= f.physical_cores <= f.logical_cpus
     assert all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in f.caches.items())
     assert f.threads == [1]
-    for table in (f.sgemm_gflops, f.copy_gbs, f.triad_gbs, f.gemv_gbs):
+    for table in (f.sgemm_gflops, f.copy_gbs, f.triad_gbs, f.gemv_gbs, f.read_gbs):
         assert isinstance(table[1], float) and 0 < table[1] < 1e5
     roof = f.roof(1)
-    assert roof.peak_flops == f.sgemm_gflops[1] * 1e9 and roof.bandwidth == f.gemv_gbs[1] * 1e9
+    assert roof.peak_flops == f.sgemm_gflops[1] * 1e9 and roof.bandwidth == f.read_gbs[1] * 1e9
+    assert f.read_gbs[1] >= f.copy_gbs[1]             # the roof is the best of the read kernels
     assert f.roof(1, "triad").bandwidth == f.triad_gbs[1] * 1e9
+    assert f.roof(1, "gemv").bandwidth == f.gemv_gbs[1] * 1e9
     with pytest.raises(UsageError, match="no measurement at 3 threads"):
         f.roof(3)
     assert machine.facts_from_json(json.loads(json.dumps(f.to_json()))) == f
@@ -131,6 +133,11 @@ def test_machine_probe_is_cached_per_cpu_and_blas(tmp_path: Path, monkeypatch: p
     assert again.sgemm_gflops == first.sgemm_gflops and again.triad_gbs == first.triad_gbs
     fresh = machine.probe(threads=[1], sizes=TINY, refresh=True)
     assert fresh.gemv_gbs != first.gemv_gbs or fresh.sgemm_gflops != first.sgemm_gflops
+
+
+def test_read_bandwidth_reports_each_read_kernel() -> None:
+    best, figures = machine.read_bandwidth(8 << 20, repeats=1)
+    assert set(figures) == {"numpy_sum", "numba_sum"} and best == max(figures.values()) > 0
 
 
 def test_cache_sizes_and_default_thread_counts() -> None:
@@ -173,6 +180,7 @@ def facts_for_widgets() -> machine.MachineFacts:
     f = machine.describe(TINY)
     f.sgemm_gflops, f.gemv_gbs = {1: 100.0, 2: 190.0}, {1: 30.0, 2: 45.0}
     f.copy_gbs, f.triad_gbs = {1: 20.0, 2: 25.0}, {1: 18.0, 2: 24.0}
+    f.read_gbs = {1: 32.0, 2: 50.0}
     return f
 
 

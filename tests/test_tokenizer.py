@@ -7,7 +7,6 @@ into ``tests/fixtures/tokenizer/`` (see the README there).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +19,17 @@ from llmnb.tokenizer import (
     Tokenizer, TokenizerError, supported_pre_tokenizers, tokenizer_from_json,
     tokenizer_from_metadata,
 )
-from llmnb.tokenizer.byte_bpe import BYTE_TO_CHAR
+from llmnb.tokenizer.byte_bpe import BYTE_TO_CHAR, UNKNOWN_BYTE
 from llmnb.tokenizer.sentencepiece import merges_from_scores
-from real_models import hub_model
+from real_models import hub_model, llama_cpp_vocab
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tokenizer"
 HUB = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b", "gemma3": "gemma3-270m"}
-# llama.cpp's vocabulary-only test files (not committed: third-party vocabularies)
-LLAMA_CPP_MODELS = Path(os.environ.get(
-    "LLMNB_LLAMA_CPP_MODELS",
-    "/work/llama.cpp/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models"))
-VOCAB_FILES = {"llama_spm": "ggml-vocab-llama-spm.gguf", "llama_bpe": "ggml-vocab-llama-bpe.gguf",
-               "gpt2": "ggml-vocab-gpt-2.gguf"}
+# llama.cpp's vocabulary-only test files with .inp/.out tests (not committed: third-party
+# vocabularies; `make vocab` fetches them), one per pre-tokenizer or vocabulary kind
+VOCABS = ["bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2",
+          "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+VOCAB_LABELS = {"vocab_" + v.replace("-", "_"): v for v in VOCABS}
 
 
 _FIXTURES: dict[str, dict[str, Any]] = {}
@@ -58,15 +56,12 @@ def tokenizer_for(label: str) -> Tokenizer:
         elif label == "tiny_spm":
             path = FIXTURES / "tiny_spm.gguf"
         else:
-            path = LLAMA_CPP_MODELS / VOCAB_FILES[label]
-            if not path.is_file():
-                pytest.skip(f"llama.cpp's {path.name} not found (set LLMNB_LLAMA_CPP_MODELS "
-                            "to llama.cpp's models/ folder)")
+            path = llama_cpp_vocab(VOCAB_LABELS[label])
         _CACHE[label] = build(path)
     return _CACHE[label]
 
 
-LABELS = ["smollm2", "qwen2", "gemma3", "tiny_spm", "llama_spm", "llama_bpe", "gpt2"]
+LABELS = ["smollm2", "qwen2", "gemma3", "tiny_spm", *VOCAB_LABELS]
 
 
 def show(failures: list[str], total: int) -> str:
@@ -74,6 +69,31 @@ def show(failures: list[str], total: int) -> str:
 
 
 # -- parity with llama.cpp --------------------------------------------------------------
+
+def read_vocab_tests(path: Path) -> list[tuple[str, list[int]]]:
+    """llama.cpp's test-tokenizer-0 cases: the .inp strings (separated by
+    '\\n__ggml_vocab_test__\\n') and the .out id lines, paired in order."""
+    raw = path.with_name(path.name + ".inp").read_bytes().decode("utf-8")   # bytes as they are
+    sep = "\n__ggml_vocab_test__\n"
+    texts = raw.split(sep)
+    if raw.endswith(sep):
+        texts.pop()                          # a trailing separator opens no case
+    lines = path.with_name(path.name + ".out").read_bytes().decode("utf-8").split("\n")
+    assert len(lines) >= len(texts) and not any(lines[len(texts):])
+    return [(t, [int(x) for x in line.split()]) for t, line in zip(texts, lines)]
+
+
+@pytest.mark.parametrize("name", VOCABS)
+def test_llama_cpp_vocab_test_strings_give_their_out_ids(name: str) -> None:
+    """llama.cpp's own tokenizer test (test-tokenizer-0: no BOS, no special parsing)."""
+    path = llama_cpp_vocab(name)
+    tok = tokenizer_for("vocab_" + name.replace("-", "_"))
+    cases = read_vocab_tests(path)
+    assert len(cases) >= 46
+    failures = [f"{text!r}: llmnb {got} != {want}" for text, want in cases
+                if (got := tok.encode(text)) != want]
+    assert not failures, show(failures, len(cases))
+
 
 @pytest.mark.parametrize("label", LABELS)
 def test_encode_ids_equal_llama_tokenize(label: str) -> None:
@@ -89,7 +109,7 @@ def test_encode_ids_equal_llama_tokenize(label: str) -> None:
     assert not failures, show(failures, len(cases))
 
 
-@pytest.mark.parametrize("label", LABELS)
+@pytest.mark.parametrize("label", [label for label in LABELS if label != "vocab_bert_bge"])
 def test_decode_encode_round_trips_where_llama_cpp_does(label: str) -> None:
     tok = tokenizer_for(label)
     checked, failures = 0, []
@@ -117,6 +137,7 @@ def test_token_bytes_equal_llama_cpp_pieces(label: str) -> None:
         if case["llamacpp_detokenized"] is None:
             continue                         # pieces not valid UTF-8 together
         ids = case["ids"][1:] if tok.add_bos else case["ids"]   # pieces were made without BOS
+        ids = ids[:-1] if tok.add_sep else ids                  # ... and without WordPiece's [SEP]
         pieces = b"".join(tok.token_bytes(t) for t in ids)
         if pieces != case["llamacpp_detokenized"].encode("utf-8"):
             failures.append(f"{case['text']!r}: {pieces!r}")
@@ -201,7 +222,10 @@ def test_merges_from_scores_rank_by_merged_piece_score() -> None:
 
 def test_tokenizer_json_gives_the_same_ids_and_reads_its_config(tmp_path: Path) -> None:
     gguf_tok = tokenizer_for("smollm2")
-    (tmp_path / "tokenizer.json").write_text(gguf_tok.hf.to_str(), encoding="utf-8")
+    spec = json.loads(gguf_tok.hf.to_str())       # as a Hugging Face file has it: without
+    spec["model"]["unk_token"] = None             # llmnb's placeholder for bytes with no token
+    del spec["model"]["vocab"][UNKNOWN_BYTE]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({
         "bos_token": "<|im_start|>", "eos_token": {"content": "<|im_end|>"},
         "add_bos_token": False, "chat_template": "{{ messages[0]['content'] }}"}))
@@ -233,6 +257,28 @@ def tiny_bpe_metadata() -> dict[str, object]:
     }
 
 
+def test_a_byte_without_a_token_blocks_merges_and_is_dropped_as_in_llama_cpp() -> None:
+    """Falcon's vocabulary has no token for byte 0x1C: llama.cpp keeps it in the word " \\x1c؈"
+    (so ' ' and the Arabic sign's first byte do not merge) and drops it from the output."""
+    tok = tokenizer_for("vocab_falcon")
+    assert BYTE_TO_CHAR[0x1C] not in tok.tokens
+    ids = tok.encode(" \x1c\u0608")
+    assert [tok.token_text(i) for i in ids] == ["Ġ", "Ø", "Ī"]
+    assert tok.encode(" \u0608") != ids               # without the byte, the merge happens
+
+
+@pytest.mark.parametrize("label,text,want", [
+    # llama.cpp's ids (libllama): its literal ranges never see a non-ASCII space, so the thin
+    # space U+2009 joins 's' (deepseek-coder) and U+3000 is no punctuation (deepseek-llm)
+    ("vocab_deepseek_coder", "a\u2009s", [64, 350, 6950]),
+    ("vocab_deepseek_llm", "a\u2009s", [64, 36004, 82]),
+    ("vocab_deepseek_llm", "\uff0c\u3000\u3002", [19304, 88946, 398]),
+])
+def test_non_ascii_space_outside_literal_ranges_as_in_llama_cpp(label: str, text: str,
+                                                                  want: list[int]) -> None:
+    assert tokenizer_for(label).encode(text) == want
+
+
 def test_tiny_bpe_vocabulary_merges_by_rank() -> None:
     tok = tokenizer_from_metadata(tiny_bpe_metadata(), "tiny.gguf")
     assert tok.encode("ab a") == [3, 4]
@@ -241,8 +287,8 @@ def test_tiny_bpe_vocabulary_merges_by_rank() -> None:
 
 @pytest.mark.parametrize("key,value,message", [
     ("tokenizer.ggml.model", None, "tokenizer.ggml.model: expected a string"),
-    ("tokenizer.ggml.model", "bert", "'gpt2' .* or 'llama'"),
-    ("tokenizer.ggml.pre", "falcon", "tokenizer.ggml.pre: expected a pre-tokenizer llmnb knows"),
+    ("tokenizer.ggml.model", "t5", "one of 'gpt2' .*'bert' \\(WordPiece\\), got 't5'"),
+    ("tokenizer.ggml.pre", "viking", "tokenizer.ggml.pre: expected a pre-tokenizer llmnb knows"),
     ("tokenizer.ggml.tokens", None, "tokenizer.ggml.tokens: expected an array of strings"),
     ("tokenizer.ggml.tokens", [], "non-empty"),
     ("tokenizer.ggml.tokens", [1, 2], "an array of strings"),
@@ -283,5 +329,6 @@ def test_unknown_pre_tokenizer_message_lists_supported_names() -> None:
     md["tokenizer.ggml.pre"] = "mystery"
     with pytest.raises(TokenizerError) as info:
         tokenizer_from_metadata(md, "m.gguf")
-    for name in ("llama-bpe", "smollm", "qwen2", "gpt2"):
+    for name in ("llama-bpe", "smollm", "qwen2", "gpt2", "command-r", "deepseek-coder",
+                 "deepseek-llm", "falcon", "mpt", "qwen35", "refact"):
         assert name in supported_pre_tokenizers() and name in str(info.value)

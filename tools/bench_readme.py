@@ -11,6 +11,7 @@ measured or typed in here. Sections it does not know are printed with all their 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -20,13 +21,19 @@ from typing import Any
 COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     "gguf": [("model", "model", ""), ("llmnb s", "llmnb_s", ".3f"), ("gguf-py s", "gguf_py_s", ".3f"),
              ("speed-up", "ratio", ".1f")],
-    "ar": [("threads", "threads", ""), ("prefill tok/s", "prefill_tok_s", ".0f"),
-           ("decode tok/s", "decode_tok_s", ".1f"), ("F32 roofline tok/s", "roofline_tok_s", ".1f"),
-           ("decode / roofline", "decode_vs_roofline", ".0%"), ("llama.cpp tg", "llama_cpp_tg", ".1f"),
-           ("tg ratio", "tg_ratio", ".2f")],
-    "diffusion": [("threads", "threads", ""), ("B", "B", ""), ("step ms", "step_ms", ".0f"),
-                  ("GFLOP/s", "gflops", ".1f"), ("MFU", "mfu", ".0%"),
-                  ("llama.cpp step ms", "llama_cpp_step_ms", ".0f"), ("step ratio", "step_ratio", ".2f")],
+    "ar": [("model", "model", ""), ("threads", "threads", ""), ("weights", "weights", ""),
+           ("prefill tok/s", "prefill_tok_s", ".0f"), ("decode tok/s", "decode_tok_s", ".1f"),
+           ("vs f32", "vs_f32", ".2f"), ("llama.cpp tg", "llama_cpp_tg", ".1f"),
+           ("tg ratio", "tg_ratio", ".2f"), ("MB read per token", "weight_bytes", "mb"),
+           ("roofline tok/s", "roofline_tok_s", ".1f"), ("decode / roofline", "decode_vs_roofline", ".0%"),
+           ("RSS above baseline / file", "rss_above_baseline_vs_file", ".2f")],
+    "diffusion": [("threads", "threads", ""), ("B", "B", ""), ("weights", "weights", ""),
+                  ("step ms", "step_ms", ".0f"),
+                  ("llama.cpp F32-copy step ms", "llama_cpp_f32_step_ms", ".0f"),
+                  ("ratio vs F32 copy", "f32_step_ratio", ".2f"),
+                  ("llama.cpp step ms (file's types)", "llama_cpp_step_ms", ".0f"),
+                  ("ratio", "step_ratio", ".2f"), ("GFLOP/s", "gflops", ".1f"),
+                  ("of measured sgemm", "mfu", ".0%")],
     "scaling": [("threads", "threads", ""), ("AR decode tok/s", "ar_decode_tok_s", ".1f"),
                 ("AR scaling", "ar_scaling", ".2f"), ("diffusion step ms", "diffusion_step_ms", ".0f"),
                 ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
@@ -48,8 +55,11 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
 TITLES = {
     "gguf": "Opening a model file: llmnb's reader vs gguf-py's GGUFReader",
     "quant": "Quantization kernels vs gguf-py (`gguf.quants`), 1 thread; speed-up = gguf-py time / llmnb time",
-    "ar": "AR generation, SmolLM2-135M (prompt 128, decode 32); roofline = GEMV bandwidth / F32 weight bytes",
-    "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked)",
+    "ar": "AR generation (prompt 128, decode 32), quantized and f32 weights side by side; "
+          "roofline = read bandwidth / weight bytes read per token",
+    "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked), "
+                 "against llama.cpp's fastest path, its all-F32 copy, first; GFLOP/s as a fraction of "
+                 "sgemm measured in the same run",
     "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
     "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (every 2nd held-out "
              "prompt, 48 positions, 16 even steps, 1 thread); speed-up and fidelity against the "
@@ -67,6 +77,8 @@ DIFF_PROMPT = 32
 def cell(v: Any, fmt: str) -> str:
     if v is None:
         return "–"
+    if fmt == "mb":
+        return f"{float(v) / 1e6:.0f}"
     if isinstance(v, float) and fmt:
         return format(v, fmt)
     if isinstance(v, float):
@@ -90,8 +102,32 @@ def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
 
 
+KERNEL_COLUMNS = [("type", "type", ""), ("bytes/weight read", "bytes_per_weight", ".3f"),
+                  ("in the file", "file_bytes_per_weight", ".3f"), ("MB read", "MB_read", ".0f"),
+                  ("kernel ms", "kernel_ms", ".1f"), ("GB/s", "GB_s", ".1f"),
+                  ("numpy f32 GEMV ms", "numpy_f32_ms", ".1f"), ("vs numpy f32", "vs_numpy_f32", ".2f")]
+CURVE_COLUMNS = [("rows T", "rows", ""), ("type", "type", ""),
+                 ("quantized kernels, decode steps", "quantized_steps", ".2f"),
+                 ("dequantize + sgemm, decode steps", "dense_steps", ".2f"), ("faster", "faster", "")]
+
+
 def quant_table(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per type: dequantize and quantize speed-ups, llmnb's dequantize rate."""
+    """One line per type: dequantize and quantize speed-ups, llmnb's dequantize rate; then the
+    kernels' matrix-vector table and the cost curve c(T), when the JSON has them."""
+    out = convert_table([r for r in rows if "op" in r])
+    for cols, key, title in ((KERNEL_COLUMNS, "GB_s", "Products on quantized blocks (llmnb.kernels), "
+                              "one decode step's matrices (SmolLM2 shapes, 30 layers): GB/s of the "
+                              "bytes read, against numpy's float32 GEMV in the same run"),
+                             (CURVE_COLUMNS, "rows", "c(T): T rows through one layer's Q4_1 "
+                              "matrices, in one-row products")):
+        part = [r for r in rows if key in r]
+        if part:
+            out += ["", title + ":", ""]
+            out += table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in part])
+    return out
+
+
+def convert_table(rows: list[dict[str, Any]]) -> list[str]:
     by_type: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         by_type.setdefault(str(r["type"]), {})[str(r["op"])] = r
@@ -114,10 +150,12 @@ def machine_lines(m: dict[str, Any], repeats: Any) -> list[str]:
              f"caches {caches}; {blas}; {env}; Python {m['python']}, numpy {m['numpy']}, "
              f"llmnb compiled: {m['compiled']}. Measured {m['measured_at']}; every figure is the "
              f"median of {repeats} runs after a warm-up.", ""]
-    rows = [[t, cell(m["sgemm_gflops"][t], ".0f"), cell(m["gemv_gbs"][t], ".1f"),
+    read = m.get("read_gbs") or m["gemv_gbs"]        # older JSON: no read roof, GEMV's
+    rows = [[t, cell(m["sgemm_gflops"][t], ".0f"), cell(read[t], ".1f"), cell(m["gemv_gbs"][t], ".1f"),
              cell(m["triad_gbs"][t], ".1f"), cell(m["copy_gbs"][t], ".1f"),
-             cell(m["sgemm_gflops"][t] / m["gemv_gbs"][t], ".1f")] for t in m["sgemm_gflops"]]
-    return lines + table(["threads", "sgemm GFLOP/s", "GEMV GB/s", "triad GB/s", "copy GB/s",
+             cell(m["sgemm_gflops"][t] / read[t], ".1f")] for t in m["sgemm_gflops"]]
+    return lines + table(["threads", "sgemm GFLOP/s (measured: the compute roof)",
+                          "read GB/s (the memory roof)", "GEMV GB/s", "triad GB/s", "copy GB/s",
                           "ridge FLOP/byte"], rows)
 
 
@@ -157,17 +195,23 @@ def figure(data: dict[str, Any], path: Path) -> None:
     placed, workloads = [], []
     if llmnb.hub.is_pulled("smollm2-135m"):
         config = llmnb.load("smollm2-135m").config       # shapes only: nothing is dequantized
-        decode = rl.ar_decode(config, 4.0, AR_CONTEXT)
-        workloads.append(decode)
-        placed += [rl.place(decode, 1 / r["decode_tok_s"], roof) for r in data.get("ar", [])
-                   if r["threads"] == 1]
+        weights = rl.streamed_weights(config)
+        for r in data.get("ar", []):                     # each residency at its own bytes/weight
+            if r["threads"] != 1 or r.get("model", "smollm2-135m") != "smollm2-135m":
+                continue
+            b = r["weight_bytes"] / weights if "weight_bytes" in r else 4.0
+            decode = dataclasses.replace(rl.ar_decode(config, b, AR_CONTEXT),
+                                         name=f"decode, {r.get('weights', 'f32')} ({b:.2f} B/weight)")
+            workloads.append(decode)
+            placed.append(rl.place(decode, 1 / r["decode_tok_s"], roof))
         for r in data.get("diffusion", []):
             if r["threads"] == 1:
                 step = rl.diffusion_step(config, 4.0, r["B"], DIFF_PROMPT)
                 workloads.append(step)
                 placed.append(rl.place(step, r["step_ms"] / 1e3, roof))
     plot_roofline(roof, workloads, placed, ax=top,
-                  title=f"SmolLM2-135M (float32 weights) on {facts.cpu}, 1 thread")
+                  title=f"SmolLM2-135M on {facts.cpu}, 1 thread (decode at each residency's bytes "
+                        "per weight; diffusion steps with float32 sgemm)")
     points = []
     for r in data.get("scaling", []):
         points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"], r["ar_decode_tok_s"], 1,

@@ -118,7 +118,6 @@ def build_model(fam: Family, outtype: str) -> Any:
     1.5 N(0,1)/sqrt(in): logits of std 1.4-8, so a forgotten bias or permutation always shows.
     For f16, every 2-D weight is rounded to float16 and back before any reference is computed.
     """
-    import torch
     import transformers
 
     s = SHAPE
@@ -133,25 +132,57 @@ def build_model(fam: Family, outtype: str) -> Any:
     config.architectures = [fam.hf_class]
     model = getattr(transformers, fam.hf_class)._from_config(config, attn_implementation="eager")
     model.eval()
+    seed_parameters(model, fam.seed, f16=outtype == "f16")
+    if fam.tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+        raise RuntimeError("qwen2_tied: lm_head is not tied to embed_tokens")
+    return model
 
-    g = torch.Generator().manual_seed(fam.seed)
+
+def seed_parameters(model: Any, seed: int, f16: bool = False, norm_mean: float = 1.0) -> None:
+    """Overwrite every parameter from a seeded generator (oracle §4): norm weights
+    norm_mean + 0.2 N(0,1), biases 0.5 N(0,1), embeddings N(0,1), linear (out, in) weights
+    1.5 N(0,1)/sqrt(in); with `f16`, 2-D weights rounded to float16 and back."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():  # a tied lm_head is listed once (as embed_tokens)
             z = torch.randn(p.shape, generator=g, dtype=torch.float32)
             if name.endswith(".bias"):
                 value = 0.5 * z
             elif p.ndim == 1:
-                value = 1.0 + 0.2 * z
+                value = norm_mean + 0.2 * z
             elif "embed_tokens" in name:
                 value = z
             else:
                 value = 1.5 * z / math.sqrt(p.shape[1])
-            if outtype == "f16" and p.ndim == 2:
+            if f16 and p.ndim == 2:
                 value = value.half().float()
             p.copy_(value)
-    if fam.tied and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
-        raise RuntimeError("qwen2_tied: lm_head is not tied to embed_tokens")
-    return model
+
+
+def model_logits(model: Any, ids: list[int]) -> npt.NDArray[np.float32]:
+    """A causal forward of `ids` (no mask argument): (len(ids), vocab) float32 logits."""
+    import torch
+
+    with torch.no_grad():
+        out = model(torch.tensor([ids])).logits[0]
+    return np.ascontiguousarray(out.float().numpy(), dtype=np.float32)
+
+
+def convert_model(model: Any, out_path: Path, arch: str, name: str) -> None:
+    """Save `model` as an HF checkpoint (safetensors + its config.json; a tied lm_head left
+    out, as transformers saves it) in a temporary folder and convert it with llmnb's converter."""
+    from safetensors.torch import save_file
+
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp)
+        state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
+                 if not (tied and k == "lm_head.weight")}
+        save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+        (ckpt / "config.json").write_text(model.config.to_json_string())
+        convert_checkpoint(ckpt, out_path, arch=arch, name=name)
 
 
 # ================================================================================================

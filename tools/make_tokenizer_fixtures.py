@@ -10,8 +10,9 @@ Writes ``tests/fixtures/tokenizer/<name>_llamacpp_ids.json``.
 
 Models: the hub's SmolLM2-135M, Qwen2.5-Coder-0.5B and Gemma 3 270M (``llmnb pull`` them
 first), a tiny SentencePiece vocabulary of llmnb's own (written here), and llama.cpp's own
-vocabulary-only test files (``--vocab-dir``, its ``models/`` folder) for the
-SentencePiece, Llama 3 and GPT-2 pre-tokenizers. Needs no network. CI never runs this.
+vocabulary-only test files, one per pre-tokenizer or vocabulary kind (``make vocab`` unpacks
+them into the cache; ``--vocab-dir`` names another ``models/`` folder). Needs no network.
+CI never runs this.
 """
 from __future__ import annotations
 
@@ -151,8 +152,10 @@ def write_tiny_spm(path: Path) -> None:
 
 
 HUB_MODELS = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b", "gemma3": "gemma3-270m"}
-VOCAB_FILES = {"llama_spm": "ggml-vocab-llama-spm.gguf", "llama_bpe": "ggml-vocab-llama-bpe.gguf",
-               "gpt2": "ggml-vocab-gpt-2.gguf"}
+# llama.cpp's vocabulary test files (those with .inp/.out tests): label -> file
+VOCABS = ["bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2",
+          "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+VOCAB_FILES = {"vocab_" + v.replace("-", "_"): f"ggml-vocab-{v}.gguf" for v in VOCABS}
 
 
 def sha256(path: Path) -> str:
@@ -204,22 +207,88 @@ def pieces_text(out: bytes, ids: list[int]) -> str | None:
         return None
 
 
-def record(exe: Path, model: Path, label: str, version: str) -> dict[str, object]:
+class CliTokenizer:
+    """llama.cpp's ids and pieces from the ``llama-tokenize`` binary, one process per call."""
+
+    tool = "llama-tokenize (llama.cpp, MIT license); these ids are its output"
+
+    def __init__(self, exe: Path, model: Path) -> None:
+        self.exe, self.model = exe, model
+
+    def ids(self, text: str, parse_special: bool) -> list[int]:
+        return list(json.loads(run_tokenize(self.exe, self.model, text, parse_special, ids=True)))
+
+    def pieces(self, text: str) -> str | None:
+        """Pieces concatenated, without BOS and special parsing (None: not valid UTF-8)."""
+        no_bos = json.loads(run_tokenize(self.exe, self.model, text, False, ids=True, bos=False))
+        plain = run_tokenize(self.exe, self.model, text, False, ids=False, bos=False)
+        return pieces_text(plain, no_bos)
+
+
+class LibTokenizer:
+    """The same, in this process through ``libllama.so`` (the vocabulary loaded once): the
+    calls llama-tokenize makes, ``llama_tokenize(add_special = the file's add_bos,
+    parse_special)`` and ``llama_token_to_piece(lstrip 0, special true)``."""
+
+    tool = ("llama.cpp (MIT license) through libllama.so, the calls llama-tokenize makes; "
+            "these ids are its output")
+
+    def __init__(self, lib_path: Path, model: Path) -> None:
+        import ctypes
+        from make_llamacpp_references import _quiet, load_library
+
+        self.lib = load_library(str(lib_path))
+        self.lib.llama_backend_init()
+        self.lib.llama_log_set(_quiet, None)
+        params = self.lib.llama_model_default_params()
+        params.vocab_only = True
+        self.model = self.lib.llama_model_load_from_file(str(model).encode(), params)
+        if not self.model:
+            raise RuntimeError(f"libllama could not load {model}")
+        self.vocab = self.lib.llama_model_get_vocab(self.model)
+        self.add_bos = bool(self.lib.llama_vocab_get_add_bos(self.vocab))
+        self.ctypes = ctypes
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        raw = text.encode("utf-8")
+        buf = (self.ctypes.c_int32 * (len(raw) + 8))()
+        n = self.lib.llama_tokenize(self.vocab, raw, len(raw), buf, len(buf), add_special,
+                                    parse_special)
+        if n < 0:
+            raise RuntimeError(f"llama_tokenize failed ({n}) on {text!r}")
+        return list(buf[:n])
+
+    def ids(self, text: str, parse_special: bool) -> list[int]:
+        return self.tokenize(text, self.add_bos, parse_special)
+
+    def pieces(self, text: str) -> str | None:
+        from make_llamacpp_references import piece
+
+        data = b"".join(piece(self.lib, self.vocab, t) for t in self.tokenize(text, False, False))
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def close(self) -> None:
+        self.lib.llama_model_free(self.model)
+
+
+def record(tok: CliTokenizer | LibTokenizer, model: Path, label: str,
+           version: str) -> dict[str, object]:
     cases = []
     for text in STRINGS:
         row: dict[str, object] = {"text": text}
         for key, special in (("ids", False), ("ids_parse_special", True)):
-            row[key] = json.loads(run_tokenize(exe, model, text, special, ids=True))
+            row[key] = tok.ids(text, special)
         # detokenize without the BOS llama-tokenize may add: ids and pieces, both --no-bos
-        no_bos = json.loads(run_tokenize(exe, model, text, False, ids=True, bos=False))
-        plain = run_tokenize(exe, model, text, False, ids=False, bos=False)
-        row["llamacpp_detokenized"] = pieces_text(plain, no_bos)
+        row["llamacpp_detokenized"] = tok.pieces(text)
         cases.append(row)
     return {
         "model": label,
         "file": model.name,
         "sha256": sha256(model),
-        "tool": "llama-tokenize (llama.cpp, MIT license); these ids are its output",
+        "tool": tok.tool,
         "llama_cpp_version": version,
         "command": {
             "ids": "llama-tokenize -m FILE -f INPUT.txt --no-escape --log-disable --ids "
@@ -239,7 +308,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llama-bin", type=Path, default=Path("/work/llama.cpp/build/bin"))
     ap.add_argument("--vocab-dir", type=Path, default=None,
-                    help="llama.cpp's models/ folder (ggml-vocab-*.gguf)")
+                    help="llama.cpp's models/ folder (ggml-vocab-*.gguf); default: where "
+                         "`make vocab` unpacks them, if there")
+    ap.add_argument("--only", nargs="+", default=None, metavar="LABEL",
+                    help="record only these labels (e.g. vocab_gemma_4 smollm2)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="call libllama.so (beside llama-tokenize) in this process instead of "
+                         "running llama-tokenize per string: the same calls, the vocabulary "
+                         "loaded once (minutes instead of hours for big vocabularies)")
     args = ap.parse_args()
     exe = args.llama_bin / "llama-tokenize"
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
@@ -248,17 +324,27 @@ def main() -> None:
 
     from llmnb import hub   # imported here: the tool also works for vocab files alone
 
+    wanted = (lambda label: True) if args.only is None else (lambda label: label in args.only)
     models: dict[str, Path] = {}
-    tiny = OUT_DIR / "tiny_spm.gguf"
-    write_tiny_spm(tiny)
-    models["tiny_spm"] = tiny
+    if wanted("tiny_spm"):
+        tiny = OUT_DIR / "tiny_spm.gguf"
+        write_tiny_spm(tiny)
+        models["tiny_spm"] = tiny
     for label, name in HUB_MODELS.items():
-        models[label] = hub.path(name)
-    if args.vocab_dir is not None:
+        if wanted(label):
+            models[label] = hub.path(name)
+    vocab_dir = args.vocab_dir or hub.cache_dir() / "vocab" / "llama-cpp-python-0.3.36"
+    if vocab_dir.is_dir():
         for label, fname in VOCAB_FILES.items():
-            models[label] = args.vocab_dir / fname
+            if wanted(label):
+                models[label] = vocab_dir / fname
     for label, path in models.items():
-        data = record(exe, path, label, version_text)
+        tok: CliTokenizer | LibTokenizer = (
+            LibTokenizer(args.llama_bin / "libllama.so", path) if args.in_process
+            else CliTokenizer(exe, path))
+        data = record(tok, path, label, version_text)
+        if isinstance(tok, LibTokenizer):
+            tok.close()
         out = OUT_DIR / f"{label}_llamacpp_ids.json"
         out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         print(f"{out.relative_to(ROOT)}: {len(STRINGS)} strings from {path.name}")

@@ -137,10 +137,11 @@ _COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
 
 def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
-    which ``llmnb.threads`` keeps equal to BLAS's) and weight layout (with or without the wide
-    copies, ``Transformer.use_wide``: two curves)."""
-    wide = model.transformer.wide_head is not None
-    key = (str(model.path), int(numexpr.get_num_threads()), wide)
+    which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
+    wide copies, ``Transformer.use_wide``, or quantized: three curves)."""
+    weights = model.transformer.weights.weights                # "f32" or "quantized"
+    wide = bool(model.transformer.wide) and weights == "f32"
+    key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
     if key not in _COSTS:
         _COSTS[key] = VerifyCosts(PRIOR_STEPS_WIDE if wide else PRIOR_STEPS)
     return _COSTS[key]

@@ -6,20 +6,23 @@ float64) and a confidence. The step then commits the most confident positions fi
 
 Confidence by ``remasking`` rule (larger = commit sooner):
 
-| rule            | confidence                                         | from            |
-|-----------------|----------------------------------------------------|-----------------|
-| `low_confidence`| raw top-1 logit (sampled token's probability at T>0)| diffuse-cpp     |
-| `probability`   | softmax probability of the chosen token            | LLaDA           |
-| `maskgit_plus`  | softmax probability of the chosen token            | Dream           |
-| `topk_margin`   | top-1 minus top-2 logit (always a margin, also at T>0) | diffuse-cpp  |
-| `entropy`       | minus the entropy of the position's distribution    | Dream           |
-| `random`        | uniform noise from the seeded generator             | LLaDA           |
+| rule            | confidence at T = 0                 | at T > 0                        | from        |
+|-----------------|-------------------------------------|---------------------------------|-------------|
+| `low_confidence`| raw top-1 logit                     | p(sampled) under softmax(l / T) | diffuse-cpp |
+| `probability`   | softmax probability of the argmax   | p(sampled) under softmax(l)     | LLaDA       |
+| `maskgit_plus`  | softmax probability of the argmax   | p(sampled) under softmax(l / T) | Dream       |
+| `topk_margin`   | top-1 minus top-2 logit             | the same margin                 | diffuse-cpp |
+| `entropy`       | minus the entropy of softmax(l)     | minus that of softmax(l / T)    | Dream       |
+| `random`        | uniform noise from the seeded generator                               | LLaDA       |
 
-diffuse-cpp aliases maskgit_plus to its raw-logit rule and turns topk_margin into p(sampled) at
-T>0; llmnb follows Dream for the first and always computes a margin for the second. Ties
+At T > 0 diffuse-cpp and Dream read the confidence off the distribution the token was drawn
+from (softmax(l / T)); LLaDA and Fast-dLLM keep the untempered softmax, and so does the
+`probability` rule that reproduces them. diffuse-cpp aliases maskgit_plus to its raw-logit
+rule and turns topk_margin into p(sampled) at T > 0; llmnb follows Dream for the first and
+always computes a margin for the second (dividing by T would not change the order). Ties
 are broken by position, ascending (a stable sort; diffuse-cpp's std::sort leaves it open).
-Entropy is always taken from the raw logits (float32 softmax, natural log, terms with
-p <= 1e-10 skipped), as diffuse-cpp's entropy_exit does.
+``Candidates.entropy`` is always taken from the raw logits (float32 softmax, natural log,
+terms with p <= 1e-10 skipped), as diffuse-cpp's entropy_exit does.
 """
 from __future__ import annotations
 
@@ -44,10 +47,14 @@ class Candidates:
     tokens: I64             # (m,) proposed token per position
     confidence: F64         # (m,) larger = more certain (per the remasking rule)
     entropy: F64            # (m,) nats, from the raw logits
+    probability: F64        # (m,) p(token) under softmax(raw logits), float64 (LLaDA's)
 
 
-def entropy(logits: F32) -> F64:
-    """H = -sum p log p per row (natural log, float32 softmax, p <= 1e-10 skipped)."""
+def entropy(logits: F32, temperature: float = 0.0) -> F64:
+    """H = -sum p log p per row of softmax(logits), or of softmax(logits / T) for T > 0
+    (natural log, float32 softmax, p <= 1e-10 skipped)."""
+    if temperature > 0.0:
+        logits = logits / np.float32(temperature)                    # (m, V)
     z = logits - logits.max(axis=1, keepdims=True)                 # (m, V)
     p = np.exp(z)
     p /= p.sum(axis=1, keepdims=True)
@@ -56,8 +63,11 @@ def entropy(logits: F32) -> F64:
     return out
 
 
-def softmax64(logits: F32) -> F64:
+def softmax64(logits: F32, temperature: float = 0.0) -> F64:
+    """softmax(logits), or softmax(logits / T) for T > 0, in float64."""
     z = logits.astype(np.float64)
+    if temperature > 0.0:
+        z /= temperature
     z -= z.max(axis=1, keepdims=True)
     e = np.exp(z)
     out: F64 = e / e.sum(axis=1, keepdims=True)
@@ -81,25 +91,25 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
     ent = entropy(logits)
+    prob = softmax64(logits)[rows, tokens]
     conf: F64
-    if remasking == "low_confidence":
-        conf = (logits[rows, tokens].astype(np.float64) if temperature <= 0.0
-                else softmax64(logits)[rows, tokens])
+    if remasking == "low_confidence" and temperature <= 0.0:
+        conf = logits[rows, tokens].astype(np.float64)
+    elif remasking in ("low_confidence", "maskgit_plus") and temperature > 0.0:
+        conf = softmax64(logits, temperature)[rows, tokens]          # tempered
     elif remasking in ("probability", "maskgit_plus"):
-        conf = softmax64(logits)[rows, tokens]
+        conf = prob
     elif remasking == "topk_margin":
         top2 = np.partition(logits, -2, axis=1)[:, -2:].astype(np.float64)   # (m, 2) ascending
         conf = top2[:, 1] - top2[:, 0]
     elif remasking == "entropy":
-        conf = -ent
+        conf = -ent if temperature <= 0.0 else -entropy(logits, temperature)
     else:  # random
         conf = np.asarray(rng.random(size=(m,)), dtype=np.float64)
-    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent)
+    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent, prob)
 
 
-def order(c: Candidates, by_entropy: bool = False) -> I64:
-    """Indices into `c`, most certain first (highest confidence, or lowest entropy);
-    ties by position ascending."""
-    key = c.entropy if by_entropy else -c.confidence
-    out: I64 = np.lexsort((c.positions, key)).astype(np.int64)
+def order(c: Candidates) -> I64:
+    """Indices into `c`, most confident first; ties by position ascending."""
+    out: I64 = np.lexsort((c.positions, -c.confidence)).astype(np.int64)
     return out

@@ -10,14 +10,31 @@ half-split ("NEOX", Hugging Face) pairing (i, i + d/2); the loader converts llam
 interleaved Llama files to it (``weights.unpermute_qk``).
 
 References: RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al.
-2023), SwiGLU (Shazeer 2020); Llama-3 RoPE frequency scaling as llama.cpp's ``rope_freqs``.
+2023), SwiGLU (Shazeer 2020); Llama-3 RoPE frequency scaling as llama.cpp's ``rope_freqs``;
+linear RoPE scaling (Chen et al. 2023) and YaRN (Peng et al. 2023) as ggml's ``rope_yarn``.
 """
 from __future__ import annotations
+
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.model.config import ROPE_SCALINGS, ModelError
+
 F32 = npt.NDArray[np.float32]
+
+
+class Product(Protocol):
+    """A weight that multiplies itself: x (T, in) -> x @ W.T (T, out). The quantized
+    residency's weights (``llmnb.kernels.PackedMatrix``, or several side by side)."""
+
+    def matmul(self, x: F32) -> F32:
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        ...
 
 
 # A product over a few rows (a speculative verify batch, a short prompt) is faster as one
@@ -35,9 +52,11 @@ COL_BLOCK = 1024
 WIDE_ROWS = 4
 
 
-def linear(x: F32, w_t: F32, w: F32 | None = None) -> F32:
+def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
     """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
     optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
+
+    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``.
 
     The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
     (sgemv over columns: ~1.7x the bandwidth of the (out, in) layout when rows are short,
@@ -46,6 +65,8 @@ def linear(x: F32, w_t: F32, w: F32 | None = None) -> F32:
     row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
     when the (out, in) copy is given.
     """
+    if not isinstance(w_t, np.ndarray):
+        return w_t.matmul(x)
     out: F32
     t = x.shape[0]
     if w is not None and t >= WIDE_ROWS:
@@ -71,19 +92,61 @@ def rms_norm(x: F32, weight: F32, eps: float) -> F32:
     return out
 
 
-def rope_inv_freq(rope_dim: int, base: float, freq_factors: F32 | None = None) -> npt.NDArray[np.float64]:
+# YaRN's correction range: the dimensions that turn more than BETA_FAST times over the original
+# context keep their frequency, those turning fewer than BETA_SLOW times are interpolated
+# (Peng et al. 2023; llama.cpp's and transformers' defaults).
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
+
+
+def rope_inv_freq(rope_dim: int, base: float, freq_factors: F32 | None = None,
+                  scaling: str = "none", factor: float = 1.0,
+                  orig_ctx: int = 0) -> npt.NDArray[np.float64]:
     """theta_i = base^(-2i/rope_dim) for i < rope_dim/2, divided by Llama-3's per-frequency
-    factors when the file has them (``rope_freqs.weight``)."""
+    factors when the file has them (``rope_freqs.weight``), then scaled for a longer context
+    as ggml's ``rope_yarn`` does: ``linear`` divides every frequency by `factor` (position
+    interpolation); ``yarn`` divides only the slow ones, blending across the correction range
+    of the `orig_ctx` the model was trained on. ``none`` and ``llama3`` scale nothing more."""
     inv = 1.0 / base ** (np.arange(0, rope_dim, 2, dtype=np.float64) / rope_dim)  # (rope_dim/2,)
     if freq_factors is not None:
         inv = inv / freq_factors.astype(np.float64)
+    if scaling == "linear":
+        inv = inv / factor
+    elif scaling == "yarn":
+        low, high = yarn_correction_range(rope_dim, orig_ctx, base)
+        i = np.arange(rope_dim // 2, dtype=np.float64)
+        keep = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)   # 1: extrapolate
+        inv = inv / factor * (1.0 - keep) + inv * keep
+    elif scaling not in ("none", "llama3"):
+        raise ModelError(f"rope scaling: expected one of {', '.join(ROPE_SCALINGS)}, got {scaling!r}")
     return inv
 
 
-def rope_tables(positions: npt.NDArray[np.int64], inv_freq: npt.NDArray[np.float64]) -> tuple[F32, F32]:
-    """cos and sin of position * theta_i, each (T, rope_dim/2)."""
+def yarn_correction_range(rope_dim: int, orig_ctx: int, base: float) -> tuple[float, float]:
+    """The pair indices where YaRN's ramp starts and ends: the dimension whose wavelength fits
+    BETA_FAST (resp. BETA_SLOW) times into `orig_ctx`, floored (ceiled), clamped to the dims."""
+    def dim_for(rotations: float) -> float:
+        return rope_dim * float(np.log(orig_ctx / (rotations * 2 * np.pi))) / (2 * float(np.log(base)))
+    low = float(np.floor(dim_for(YARN_BETA_FAST)))
+    high = float(np.ceil(dim_for(YARN_BETA_SLOW)))
+    return max(0.0, low), min(float(rope_dim - 1), high)
+
+
+def rope_mscale(scaling: str, factor: float, attn_factor: float = 1.0) -> float:
+    """The factor cos and sin are multiplied by (so q.k by its square): YaRN's
+    0.1 ln(factor) + 1 for a factor above 1, times the file's ``rope.scaling.attn_factor``."""
+    yarn = 0.1 * float(np.log(factor)) + 1.0 if scaling == "yarn" and factor > 1.0 else 1.0
+    return yarn * attn_factor
+
+
+def rope_tables(positions: npt.NDArray[np.int64], inv_freq: npt.NDArray[np.float64],
+                mscale: float = 1.0) -> tuple[F32, F32]:
+    """cos and sin of position * theta_i (times `mscale`), each (T, rope_dim/2)."""
     angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # (T, rope_dim/2)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    if mscale == 1.0:
+        return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return ((np.cos(angles) * mscale).astype(np.float32),
+            (np.sin(angles) * mscale).astype(np.float32))
 
 
 def apply_rope(x: F32, cos: F32, sin: F32) -> F32:
@@ -152,3 +215,40 @@ def silu(x: F32) -> F32:
 def swiglu(gate: F32, up: F32) -> F32:
     """SwiGLU's elementwise part: silu(gate) * up (the projections happen around it)."""
     return silu(gate) * up
+
+
+# --- Gemma 3's pieces (Gemma Team 2025; llama.cpp's llm_build_gemma3) -------------------------
+
+def gelu_tanh(x: F32) -> F32:
+    """GELU in its tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks &
+    Gimpel 2016): Gemma's ``gelu_pytorch_tanh`` and ggml's ``gelu``."""
+    c = np.float32(np.sqrt(2.0 / np.pi))
+    inner = c * (x + np.float32(0.044715) * x * x * x)
+    return (np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))).astype(np.float32, copy=False)
+
+
+def geglu(gate: F32, up: F32) -> F32:
+    """GeGLU's elementwise part: gelu(gate) * up (Shazeer 2020)."""
+    return gelu_tanh(gate) * up
+
+
+def head_rms_norm(x: F32, weight: F32, eps: float) -> F32:
+    """RMSNorm of every head vector: x (n_heads, T, head_dim), weight (head_dim,) — Gemma 3's
+    q and k norms, applied before RoPE."""
+    h, t, hd = x.shape
+    return rms_norm(x.reshape(h * t, hd), weight, eps).reshape(h, t, hd)
+
+
+def sliding_window_mask(q_positions: npt.NDArray[np.int64], k_positions: npt.NDArray[np.int64],
+                        window: int) -> npt.NDArray[np.bool_]:
+    """(T, S): True where query i may see key j in a sliding-window layer, i.e. the key is
+    less than `window` positions back (q - k < window; llama.cpp's LLAMA_SWA_TYPE_STANDARD).
+    Causality is applied separately."""
+    return (q_positions[:, None] - k_positions[None, :]) < window       # (T, S)
+
+
+def softcap(logits: F32, cap: float) -> F32:
+    """cap * tanh(logits / cap): logits bounded to (-cap, cap) (Gemma 2's final soft-capping)."""
+    c = np.float32(cap)
+    out: F32 = np.tanh(logits / c) * c
+    return out

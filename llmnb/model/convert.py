@@ -12,7 +12,10 @@ writes either of the two conventions the engine reads (DESIGN "Model files"):
   tokenizer (keep ``tokenizer.json`` beside the GGUF: ``llmnb.load`` looks for it there).
 
 ``outtype`` f16 stores 2-D weights as F16 and keeps 1-D norms and biases F32 (ggml's rule). A
-tied checkpoint (``tie_word_embeddings`` / ``weight_tying``) gets no ``output.weight``.
+tied checkpoint (``tie_word_embeddings`` / ``weight_tying``) gets no ``output.weight``. A
+``head_dim`` other than hidden / heads becomes ``attention.key_length``/``value_length`` and
+``rope.dimension_count``; ``rope_scaling`` linear and YaRN become ``rope.scaling.*`` keys and
+Llama 3's becomes the ``rope_freqs.weight`` divisors, as llama.cpp's converter writes them.
 
 Streaming: only the safetensors headers are read up front, the GGUF header and tensor table
 are written from them, then each tensor is read, converted and written before the next one is
@@ -28,10 +31,11 @@ keeps strict loaders (llama.cpp) happy, and ``ConvertResult.tokenizer`` says so.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +51,7 @@ from llmnb.model.safetensors import CheckpointError, TensorEntry, check_dtype, \
 
 import gguf  # gguf-py: the reference writer, used in its incremental (streaming) mode
 
-ARCHS = ("llama", "qwen2", "llada", "dream")
+ARCHS = ("llama", "qwen2", "llada", "dream", "gemma3")
 FORMATS = ("llama.cpp", "diffuse")
 OUTTYPES = {"f32": 0, "f16": 1}     # general.file_type: ALL_F32, MOSTLY_F16
 PERMUTED = ("llama", "llada")       # llama.cpp rotates adjacent pairs for these (NORM rope)
@@ -76,6 +80,29 @@ class HParams:
     theta: float
     tied: bool
     mask_token_id: int | None
+    head_dim: int = 0            # config.json's head_dim; 0: n_embd / n_head
+    rope: RopeScaling | None = None
+    # Gemma 3 (read_gemma3): sliding-window layers and their RoPE base, final soft-capping
+    sliding_window: int = 0
+    swa_layers: tuple[bool, ...] = ()
+    theta_swa: float = 0.0
+    logit_softcap: float = 0.0
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.n_embd // self.n_head
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """``rope_scaling`` / ``rope_parameters`` of config.json, as llama.cpp's converter keeps it:
+    linear and YaRN as GGUF keys, Llama 3's as per-frequency divisors (``rope_freqs.weight``)."""
+
+    kind: str                    # linear | yarn | llama3
+    factor: float
+    orig_ctx: int = 0            # yarn, llama3: the context the model was trained on
+    low_freq_factor: float = 1.0     # llama3
+    high_freq_factor: float = 4.0    # llama3
 
 
 def read_config(hf_dir: Path) -> dict[str, Any]:
@@ -105,9 +132,12 @@ def read_hparams(c: dict[str, Any], source: Path) -> HParams:
     theta = c.get("rope_theta")
     if theta is None:
         params = c.get("rope_parameters")
+        if isinstance(params, dict):                     # Gemma 3 keeps one per layer type
+            params = params.get("full_attention", params)
         theta = params.get("rope_theta", 10000.0) if isinstance(params, dict) else 10000.0
     try:
         n_head = int(get("num_attention_heads", "n_heads"))
+        head_dim = c.get("head_dim")
         return HParams(
             n_layer=int(get("num_hidden_layers", "n_layers")),
             n_embd=int(get("hidden_size", "d_model")),
@@ -119,21 +149,118 @@ def read_hparams(c: dict[str, Any], source: Path) -> HParams:
             theta=float(theta),
             tied=bool(get("tie_word_embeddings", "weight_tying", default=False)),
             mask_token_id=None if c.get("mask_token_id") is None else int(c["mask_token_id"]),
+            head_dim=0 if head_dim is None else int(head_dim),
+            rope=read_rope_scaling(c, source),
         )
     except (TypeError, ValueError) as e:
         raise ConvertError(f"{source}: expected numbers for the model's sizes ({e})") from None
 
 
+# YaRN parameters llama.cpp reads for none of the archs here: a checkpoint that sets them
+# would run differently there, so it is refused rather than converted with them dropped.
+YARN_FIXED = {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "mscale": None,
+              "mscale_all_dim": None, "extrapolation_factor": None}
+
+
+def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
+    """The RoPE scaling of config.json (``rope_scaling``, or transformers >= 5's
+    ``rope_parameters``; ``type`` or ``rope_type``): None for the default rotary embedding,
+    linear / yarn / llama3 as llama.cpp's converter reads them, any other kind refused."""
+    params = c.get("rope_scaling") or c.get("rope_parameters") or {}
+    if not isinstance(params, dict):
+        raise ConvertError(f"{source}: rope_scaling: expected an object, got {params!r}")
+    params = params.get("full_attention", params)       # Gemma 3: the global layers' RoPE
+    kind = str(params.get("rope_type", params.get("type", "default"))).lower()
+    if kind == "default":
+        return None
+    if kind not in ("linear", "yarn", "llama3"):
+        raise ConvertError(f"{source}: rope_scaling type {kind!r}: expected linear, yarn or "
+                           f"llama3 (the RoPE scalings llmnb computes)")
+    factor = float(params.get("factor") or (8.0 if kind == "llama3" else 0.0))
+    if not factor > 0.0:
+        raise ConvertError(f"{source}: rope_scaling.factor: expected a positive number for "
+                           f"{kind} scaling, got {params.get('factor')!r}")
+    orig = params.get("original_max_position_embeddings", c.get("original_max_position_embeddings"))
+    if kind == "linear":
+        return RopeScaling(kind, factor)
+    if kind == "llama3":
+        return RopeScaling(kind, factor, int(orig or 8192), float(params.get("low_freq_factor", 1.0)),
+                           float(params.get("high_freq_factor", 4.0)))
+    if orig is None:
+        raise ConvertError(f"{source}: rope_scaling.original_max_position_embeddings: expected "
+                           f"the trained context length for yarn scaling")
+    for key, default in YARN_FIXED.items():
+        value = params.get(key)
+        if value is not None and (default is None or float(value) != default):
+            raise ConvertError(f"{source}: rope_scaling.{key} = {value!r}: llama.cpp computes YaRN "
+                               f"for these architectures with its defaults only (beta_fast 32, "
+                               f"beta_slow 1, the attention factor from the factor)")
+    return RopeScaling(kind, factor, int(orig))
+
+
+def read_gemma3(c: dict[str, Any], source: Path, hp: HParams) -> HParams:
+    """Gemma 3's extra keys: ``layer_types`` (or every ``sliding_window_pattern``-th layer
+    global), ``sliding_window``, the sliding layers' RoPE base, ``final_logit_softcapping``.
+    llama.cpp scales q.k by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 62-layer 27B) and
+    has no key for another ``query_pre_attn_scalar``, nor for attention soft-capping, so a
+    checkpoint that needs either is refused."""
+    types = c.get("layer_types")
+    if types is None:
+        period = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
+        types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention"
+                 for i in range(hp.n_layer)]
+    if len(types) != hp.n_layer or not set(types) <= {"full_attention", "sliding_attention"}:
+        raise ConvertError(f"{source}: layer_types: expected {hp.n_layer} of full_attention / "
+                           f"sliding_attention, got {types!r}")
+    scalar = c.get("query_pre_attn_scalar", hp.d_head)
+    want = hp.n_embd // hp.n_head if hp.n_layer == 62 else hp.d_head
+    if scalar != want:
+        raise ConvertError(f"{source}: query_pre_attn_scalar {scalar}: expected {want} (the "
+                           f"attention scale llama.cpp gives Gemma 3)")
+    if c.get("attn_logit_softcapping") is not None:
+        raise ConvertError(f"{source}: attn_logit_softcapping: expected none (Gemma 3 has none)")
+    params = c.get("rope_parameters") or {}
+    local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
+    theta_swa = float(local.get("rope_theta", c.get("rope_local_base_freq", 10000.0)))
+    if str(local.get("rope_type", "default")) != "default":
+        raise ConvertError(f"{source}: rope_parameters.sliding_attention: expected the default "
+                           f"RoPE (llama.cpp never scales Gemma 3's sliding layers)")
+    return replace(hp, sliding_window=int(c.get("sliding_window") or 0),
+                   swa_layers=tuple(t == "sliding_attention" for t in types), theta_swa=theta_swa,
+                   logit_softcap=float(c.get("final_logit_softcapping") or 0.0))
+
+
+def llama3_rope_factors(rope: RopeScaling, theta: float, head_dim: int) -> npt.NDArray[np.float32]:
+    """Llama 3's per-frequency divisors (``rope_freqs.weight``), as llama.cpp's converter
+    computes them: 1 for wavelengths below orig_ctx / high_freq_factor, `factor` above
+    orig_ctx / low_freq_factor, and a smooth blend between."""
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))
+    out = np.empty(len(freqs), dtype=np.float32)
+    low_wavelen = rope.orig_ctx / rope.low_freq_factor
+    high_wavelen = rope.orig_ctx / rope.high_freq_factor
+    for i, freq in enumerate(freqs.astype(np.float64)):
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out[i] = 1.0
+        elif wavelen > low_wavelen:
+            out[i] = rope.factor
+        else:
+            smooth = ((rope.orig_ctx / wavelen - rope.low_freq_factor)
+                      / (rope.high_freq_factor - rope.low_freq_factor))
+            out[i] = 1.0 / ((1.0 - smooth) / rope.factor + smooth)
+    return out
+
+
 def detect_arch(c: dict[str, Any], source: Path) -> str:
-    """llama | qwen2 | llada | dream from ``model_type`` / ``architectures``."""
+    """llama | qwen2 | llada | dream | gemma3 from ``model_type`` / ``architectures``."""
     kinds = [str(c.get("model_type", ""))] + [str(a) for a in c.get("architectures") or []]
     text = " ".join(kinds).lower()
     for arch, marks in (("llada", ("llada",)), ("dream", ("dream",)), ("qwen2", ("qwen2",)),
-                        ("llama", ("llama",))):
+                        ("gemma3", ("gemma3",)), ("llama", ("llama",))):
         if any(m in text for m in marks):
             return arch
     raise ConvertError(f"{source}: model_type/architectures {kinds}: expected a Llama, Qwen2, "
-                       f"LLaDA or Dream checkpoint (or give --arch)")
+                       f"LLaDA, Dream or Gemma 3 checkpoint (or give --arch)")
 
 
 # --- tensor names: HF / LLaDA -> GGUF ----------------------------------------------------------
@@ -156,17 +283,25 @@ _BLOCK = {
     "attn_out": "attn_output", "ff_norm": "ffn_norm", "ff_proj": "ffn_gate", "up_proj": "ffn_up",
     "ff_out": "ffn_down",
 }
+# Gemma 3 normalises around both sub-blocks: its post_attention_layernorm is an output norm,
+# pre_feedforward_layernorm is the FFN's input norm; q/k norms per head.
+_GEMMA3_BLOCK = _BLOCK | {
+    "post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm", "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+}
 _BLOCK_RE = re.compile(r"^model\.(?:layers|transformer\.blocks)\.(\d+)\.(.+)\.(weight|bias)$")
 
 
-def gguf_name(src: str) -> str | None:
+def gguf_name(src: str, arch: str = "llama") -> str | None:
     """The GGUF name of checkpoint tensor `src`, or None if it has no place in a GGUF."""
     if src in _TOP:
         return _TOP[src]
     m = _BLOCK_RE.match(src)
-    if m is None or m.group(2) not in _BLOCK:
+    block = _GEMMA3_BLOCK if arch == "gemma3" else _BLOCK
+    if m is None or m.group(2) not in block:
         return None
-    return f"blk.{m.group(1)}.{_BLOCK[m.group(2)]}.{m.group(3)}"
+    return f"blk.{m.group(1)}.{block[m.group(2)]}.{m.group(3)}"
 
 
 def gguf_order(name: str) -> tuple[int, int, str]:
@@ -184,10 +319,11 @@ def permute_qk(w: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
         w.reshape(n_head, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool) -> dict[str, tuple[int, ...]]:
+def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool,
+                    gemma: bool = False) -> dict[str, tuple[int, ...]]:
     """Every tensor a GGUF of these sizes must hold, with its numpy shape."""
-    return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_embd // hp.n_head,
-                         hp.n_ff, n_vocab, biases, output)
+    return tensor_shapes(hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.d_head,
+                         hp.n_ff, n_vocab, biases, output, qk_norm=gemma, post_norms=gemma)
 
 
 @dataclass(frozen=True)
@@ -199,6 +335,7 @@ class PlannedTensor:
     shape: tuple[int, ...]
     f16: bool
     permute_heads: int        # 0 = no permutation, else the head count to permute with
+    shift: float = 0.0        # added to the values (Gemma's norms store w for (1 + w))
 
 
 def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str, outtype: str,
@@ -210,7 +347,7 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
             continue
         if hp.tied and src in ("lm_head.weight", "model.transformer.ff_out.weight"):
             continue  # tied: the loader falls back to token_embd.weight
-        dst = gguf_name(src)
+        dst = gguf_name(src, arch)
         if dst is None:
             raise ConvertError(f"{hf}: tensor {src!r}: expected a {arch} checkpoint tensor name "
                                f"(model.layers.N.* / model.transformer.blocks.N.*)")
@@ -223,7 +360,7 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
         raise ConvertError(f"{hf}: expected a 2-D token embedding (model.embed_tokens.weight "
                            f"or model.transformer.wte.weight)")
     biases = "blk.0.attn_q.bias" in mapped
-    want = expected_shapes(hp, emb.shape[0], biases, "output.weight" in mapped)
+    want = expected_shapes(hp, emb.shape[0], biases, "output.weight" in mapped, arch == "gemma3")
     for name, shape in want.items():
         found = mapped.get(name)
         if found is None:
@@ -242,14 +379,21 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
         heads = 0
         if permute and (".attn_q." in name or ".attn_k." in name):
             heads = hp.n_head if ".attn_q." in name else hp.n_head_kv
+        # Gemma's RMSNorm multiplies by (1 + w); llama.cpp's GGUFs store 1 + w (its converter
+        # adds the 1), so the engines run a plain RMSNorm
+        shift = 1.0 if arch == "gemma3" and name.endswith("norm.weight") else 0.0
         plan.append(PlannedTensor(name, entry, entry.shape, outtype == "f16" and len(entry.shape) == 2,
-                                  heads))
+                                  heads, shift))
     return plan
 
 
 def load_planned(t: PlannedTensor) -> npt.NDArray[Any]:
-    """Read, permute and cast one tensor: what goes into the GGUF."""
-    w = read_tensor(t.source, np.float16 if t.f16 else np.float32)   # cast while reading
+    """Read, shift, permute and cast one tensor: what goes into the GGUF."""
+    if t.shift:
+        w = (read_tensor(t.source, np.float32) + np.float32(t.shift)).astype(
+            np.float16 if t.f16 else np.float32)
+    else:
+        w = read_tensor(t.source, np.float16 if t.f16 else np.float32)   # cast while reading
     return permute_qk(w, t.permute_heads) if t.permute_heads else w
 
 
@@ -278,7 +422,21 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
         _f32(p + "rope.freq_base", hp.theta), _f32(p + "attention.layer_norm_rms_epsilon", hp.eps),
     ]
     if convention == "llama.cpp":
-        fields.append(_u32(p + "rope.dimension_count", hp.n_embd // hp.n_head))
+        fields.append(_u32(p + "rope.dimension_count", hp.d_head))
+        if hp.d_head != hp.n_embd // hp.n_head or arch == "gemma3":   # else the loaders' default
+            fields += [_u32(p + "attention.key_length", hp.d_head),
+                       _u32(p + "attention.value_length", hp.d_head)]
+        if arch == "gemma3":
+            fields += gemma3_fields(hp, p)
+        if hp.rope is not None and hp.rope.kind in ("linear", "yarn"):
+            fields += [MetadataField(p + "rope.scaling.type", STRING, hp.rope.kind),
+                       _f32(p + "rope.scaling.factor", hp.rope.factor)]
+            if hp.rope.kind == "yarn":
+                fields.append(_u32(p + "rope.scaling.original_context_length", hp.rope.orig_ctx))
+    elif hp.d_head != hp.n_embd // hp.n_head or hp.rope is not None:
+        raise ConvertError(f"{source / 'config.json'}: head_dim {hp.d_head} / rope_scaling "
+                           f"{hp.rope}: the diffuse format has keys for neither (expected "
+                           f"head_dim = hidden_size / heads and no rope scaling)")
     fields.append(_u32(p + "vocab_size", n_vocab))
     if arch in DIFFUSION:
         if hp.mask_token_id is None:
@@ -291,6 +449,17 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
         else:
             fields += [_u32(p + "mask_token_id", hp.mask_token_id),
                        MetadataField(p + "model_type", STRING, arch)]
+    return fields
+
+
+def gemma3_fields(hp: HParams, p: str) -> list[MetadataField]:
+    """Gemma 3's keys as llama.cpp reads them: the window, which layers slide (an array, so
+    any layout round-trips), their RoPE base, and the final soft-capping when there is one."""
+    fields = [_u32(p + "attention.sliding_window", hp.sliding_window),
+              MetadataField(p + "attention.sliding_window_pattern", ARRAY, list(hp.swa_layers), BOOL),
+              _f32(p + "rope.freq_base_swa", hp.theta_swa)]
+    if hp.logit_softcap:
+        fields.append(_f32(p + "final_logit_softcapping", hp.logit_softcap))
     return fields
 
 
@@ -430,6 +599,8 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
     if convention == "diffuse" and arch not in DIFFUSION:
         raise ConvertError(f"{hf}: the diffuse format holds llada or dream, got {arch!r}")
     hp = read_hparams(config, hf / "config.json")
+    if arch == "gemma3":
+        hp = read_gemma3(config, hf / "config.json", hp)
     if hp.n_head <= 0 or hp.n_embd % hp.n_head or hp.n_head_kv <= 0 or hp.n_head % hp.n_head_kv:
         raise ConvertError(f"{hf / 'config.json'}: heads {hp.n_head}/{hp.n_head_kv}: expected "
                            f"divisors of {hp.n_embd} and {hp.n_head}")
@@ -442,6 +613,9 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
         tok, note = tokenizer_fields(hf, n_vocab)
         fields += tok or synthetic_vocab(n_vocab)
     gguf_arch = "diffuse" if convention == "diffuse" else arch
+    extra: dict[str, npt.NDArray[np.float32]] = {}
+    if hp.rope is not None and hp.rope.kind == "llama3":      # (the diffuse format refused it)
+        extra["rope_freqs.weight"] = llama3_rope_factors(hp.rope, hp.theta, hp.d_head)
     with atomic_path(out_path) as tmp:
         w = gguf.GGUFWriter(tmp, gguf_arch)
         for f in fields:
@@ -452,6 +626,8 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
             dtype = np.float16 if t.f16 else np.float32
             n = int(np.prod(t.shape, dtype=np.int64))
             w.add_tensor_info(t.name, t.shape, np.dtype(dtype), n * np.dtype(dtype).itemsize)
+        for extra_name, data in extra.items():
+            w.add_tensor_info(extra_name, data.shape, data.dtype, data.nbytes)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
@@ -459,5 +635,7 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
             w.write_tensor_data(load_planned(t))        # one tensor in memory at a time
             if progress is not None:
                 progress(i + 1, len(plan))
+        for data in extra.values():
+            w.write_tensor_data(data)
         w.close()
-    return ConvertResult(arch, convention, len(plan), note)
+    return ConvertResult(arch, convention, len(plan) + len(extra), note)

@@ -1,8 +1,9 @@
 """``llmnb.load``: a model file opened, its hyper-parameters read and its tokenizer built.
 
 A ``Model`` holds the memory-mapped ``GGUFFile``, the ``ModelConfig``, the ``Tokenizer`` and,
-from its first forward pass on, the float32 ``Weights`` (a memory preflight at load decides
-their residency and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
+from its first forward pass on, the ``Weights``: quantized blocks repacked for
+``llmnb.kernels``, or float32 copies (a memory preflight at load decides their residency
+and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
 for files without one (diffuse-cpp's convention), from a ``tokenizer.json`` given by
 argument or lying beside the file.
 """
@@ -20,7 +21,7 @@ from llmnb.gguf.reader import GGUFFile, open_gguf
 from llmnb.hub import resolve
 from llmnb.model.config import ModelConfig, ModelError, config_from_gguf
 from llmnb.model.transformer import Transformer
-from llmnb.model.weights import ResidencyPlan, Weights, plan_residency
+from llmnb.model.weights import WEIGHTS, ResidencyPlan, Weights, default_weights, plan_residency
 from llmnb.tokenizer import Tokenizer, tokenizer_from_json, tokenizer_from_metadata
 
 
@@ -40,7 +41,7 @@ class Model:
     def transformer(self) -> Transformer:
         """The forward pass over this model's weights (dequantized on first use)."""
         if self._transformer is None:
-            weights = Weights(self.file, self.config, self.plan.residency)
+            weights = Weights(self.file, self.config, self.plan.residency, self.plan.weights)
             self._transformer = Transformer(self.config, weights)
         return self._transformer
 
@@ -56,8 +57,8 @@ class Model:
 
     def prompt_ids(self, prompt: str | Sequence[int], chat: bool = False,
                    system: str | None = None) -> list[int]:
-        """Token ids for a prompt: text (through the chat template with `chat`, with BOS when
-        the model asks for it otherwise) or ids as given."""
+        """Token ids for a prompt: text (through the chat template with `chat`, see
+        ``chat_ids``), with BOS when the model asks for it, or ids as given."""
         tok = self.tokenizer
         if not isinstance(prompt, str):
             if chat:
@@ -69,10 +70,26 @@ class Model:
         if chat:
             messages = ([{"role": "system", "content": system}] if system is not None else [])
             messages.append({"role": "user", "content": prompt})
-            return tok.encode(tok.render_chat(messages), special=True)
+            return self.chat_ids(tok.render_chat(messages))
         if system is not None:
             raise UsageError("system= applies only with chat=True")
         return tok.encode(prompt, special=False, add_special=True)
+
+    def chat_ids(self, rendered: str) -> list[int]:
+        """A rendered chat as llama.cpp tokenizes it: special-token text parsed, and BOS/EOS
+        added as the model asks (``add_special``), after dropping a BOS (EOS) text the template
+        itself wrote at the start (end), so a template with ``{{ bos_token }}`` gets one BOS
+        and one without gets the model's (``common_chat_templates_apply``)."""
+        tok = self.tokenizer
+        if tok.add_bos and tok.bos_id is not None:
+            bos = tok.token_text(tok.bos_id)
+            if rendered.startswith(bos):
+                rendered = rendered[len(bos):]
+        if tok.add_eos and tok.eos_id is not None:
+            eos = tok.token_text(tok.eos_id)
+            if rendered.endswith(eos):
+                rendered = rendered[:len(rendered) - len(eos)]
+        return tok.encode(rendered, special=True, add_special=True)
 
     def forward(self, ids: object, causal: bool | None = None,
                 key_mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float32]:
@@ -112,16 +129,23 @@ def load_tokenizer(f: GGUFFile, tokenizer_json: str | os.PathLike[str] | None = 
 
 
 def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None = None,
-         residency: str = "auto") -> Model:
+         residency: str = "auto", weights: str = "auto") -> Model:
     """Open a model by path or hub name (``llmnb.load``).
 
-    `residency`: "resident" (float32 weights in memory), "streaming" (dequantize each layer
-    when used) or "auto" (resident if it fits). A model that fits neither way is refused here.
+    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``), "f32"
+    (dequantize to float32: the reference path) or "auto" (quantized for block-quantized
+    causal models, f32 for float files and for diffusion models that fit:
+    ``weights.default_weights``). `residency`, for f32 weights:
+    "resident" (in memory), "streaming" (dequantize each layer when used) or "auto"
+    (resident if it fits). A model that does not fit is refused here.
     """
+    if weights != "auto" and weights not in WEIGHTS:
+        raise UsageError(f"weights: expected 'quantized', 'f32' or 'auto', got {weights!r}")
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
     kv_tokens = min(config.n_ctx, 2048)
     kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
-    plan = plan_residency(f, config, kv_bytes, residency)
+    plan = plan_residency(f, config, kv_bytes, residency,
+                          default_weights(f, config, kv_bytes) if weights == "auto" else weights)
     return Model(path, f, config, load_tokenizer(f, tokenizer), plan)

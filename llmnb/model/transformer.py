@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.blocks import (
-    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_tables,
-    swiglu,
+    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_mscale,
+    rope_tables, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights, available_memory
@@ -62,7 +62,10 @@ class Transformer:
     def __init__(self, config: ModelConfig, weights: Weights) -> None:
         self.config = config
         self.weights = weights
-        self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors)
+        self.inv_freq = rope_inv_freq(config.rope_dim, config.rope_base, weights.rope_freq_factors,
+                                      config.rope_scaling, config.rope_factor, config.rope_orig_ctx)
+        self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
+                                       config.rope_attn_factor)
         self.wide: list[WideLayer] = []                # (out, in) copies (``use_wide``) ...
         self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
 
@@ -72,12 +75,12 @@ class Transformer:
         holds (0: off, weights that are not float32 arrays in memory, or a copy that would
         leave less than a quarter of the available memory)."""
         w = self.weights
-        if self.wide_head is None and on and w.residency == "resident":
+        if not self.wide and on and w.residency == "resident":
             on = w.nbytes < 0.75 * available_memory()
         if not on or w.residency != "resident":
             self.wide, self.wide_head = [], None
             return 0
-        if self.wide_head is None:
+        if not self.wide:
             layers = [w.layer(i) for i in range(self.config.n_layer)]
             self.wide = [WideLayer(wide(lw.wqkv_t), wide(lw.wo_t), wide(lw.w_gate_up_t),
                                    wide(lw.w_down_t)) for lw in layers]
@@ -96,7 +99,7 @@ class Transformer:
         nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         if positions is None:
             positions = np.arange(start, start + t, dtype=np.int64)
-        cos, sin = rope_tables(positions, self.inv_freq)
+        cos, sin = rope_tables(positions, self.inv_freq, self.rope_mscale)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         h = self.weights.embed(ids)                                        # (T, d)
         for i in range(c.n_layer if n_layers is None else n_layers):

@@ -1,17 +1,25 @@
-"""Weights: from GGUF tensors to the float32 matrices the forward pass multiplies.
+"""Weights: from GGUF tensors to the matrices the forward pass multiplies.
 
-Two residencies:
+Two kinds of weights (``llmnb.load(..., weights=...)``):
 
-- ``resident`` (default): every layer is dequantized once, at load, to float32, with Q/K/V
-  fused into one matrix and gate/up into another (one matrix product each instead of three
-  and two), each stored transposed, (in, out), the layout BLAS streams fastest for one
-  token (``blocks.linear``). Decoding then streams 4 bytes per weight per token.
-- ``streaming``: the quantized bytes stay in the memory-mapped file and a layer is
-  dequantized when the forward pass reaches it. Slow, but only one layer is ever float32.
+- ``quantized``: every matrix keeps its GGUF blocks, repacked once at load into the
+  layout ``llmnb.kernels`` streams (``kernels/layout.py``), and multiplies itself
+  (``blocks.Product``). Decoding then reads about the file's bytes per weight per token
+  (Q4_1: 0.75 with float32 scales) instead of 4. A type without a kernel (Q2_K, Q3_K)
+  and F32 become float32 copies, named once on stderr when they are not F32.
+- ``f32``: every matrix is dequantized to float32 (the reference and teaching path), in
+  one of two residencies:
+  - ``resident`` (default): every layer dequantized once, at load, stored transposed,
+    (in, out), the layout BLAS streams fastest for one token (``blocks.linear``).
+  - ``streaming``: the quantized bytes stay in the memory-mapped file and a layer is
+    dequantized when the forward pass reaches it. Slow, but only one layer is ever float32.
 
-The token embedding is never expanded whole unless it doubles as the output head: a lookup
-dequantizes just the rows it needs. A memory preflight (``plan_residency``) estimates what
-each mode needs, picks one, and refuses with needed-vs-available bytes when neither fits.
+Either way Q/K/V are fused into one matrix and gate/up into another (one product each
+instead of three and two; quantized parts of different types stay side by side,
+``PackedParts``). The token embedding is never expanded whole: a lookup dequantizes just
+the rows it needs, from the file, or from the output head when the two are tied (one
+quantized copy serves both). A memory preflight (``plan_residency``) estimates what each
+mode needs and refuses with needed-vs-available bytes when the chosen one cannot fit.
 
 llama.cpp stores Llama/LLaDA Q and K rows permuted for its interleaved RoPE; ``unpermute_qk``
 restores the half-split order used by ``blocks.apply_rope`` (reference/oracle.md §6.1).
@@ -19,22 +27,31 @@ restores the half-split order used by ``blocks.apply_rope`` (reference/oracle.md
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from llmnb.errors import EXIT_RESOURCES, UsageError
+from llmnb.gguf.constants import GGMLType, type_name
 from llmnb.gguf.reader import GGUFFile
+from llmnb.kernels import KERNEL_TYPES, PackedMatrix, PackedParts, pack, packed_bytes_per_weight
+from llmnb.model.blocks import Product
 from llmnb.model.config import ModelConfig, ModelError, tensor_shapes
-from llmnb.gguf.constants import type_name
 from llmnb.quant import FORMATS, dequantize
 
 F32 = npt.NDArray[np.float32]
+A = TypeVar("A", bound=np.generic)
+Matrix = F32 | Product           # float32 (in, out), or a quantized weight that multiplies itself
+WEIGHTS = ("quantized", "f32")
+SCRATCH_BYTES = 16 << 20         # llmnb.kernels.product's float32 scratch, at most
 
 
-def unpermute_qk(w: F32, n_heads: int) -> F32:
-    """Undo llama.cpp's per-head row permutation (interleaved pairs -> half-split)."""
+def unpermute_qk(w: npt.NDArray[A], n_heads: int) -> npt.NDArray[A]:
+    """Undo llama.cpp's per-head row permutation (interleaved pairs -> half-split); works
+    on float rows and on a quantized tensor's rows of raw bytes alike."""
     return np.ascontiguousarray(
         w.reshape(n_heads, -1, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
@@ -46,35 +63,51 @@ def transposed(w: F32) -> F32:
 
 @dataclass
 class LayerWeights:
-    """One layer's float32 weights; matrices transposed to (in, out) (suffix ``_t``)."""
+    """One layer's weights; float32 matrices transposed to (in, out) (suffix ``_t``), or
+    quantized ones (``Product``) of the same shapes."""
 
     attn_norm: F32          # (d,)
-    wqkv_t: F32             # (d, n_head*hd + 2*n_kv*hd)  Q, K, V output columns side by side
+    wqkv_t: Matrix          # (d, n_head*hd + 2*n_kv*hd)  Q, K, V output columns side by side
     bqkv: F32 | None        # (n_head*hd + 2*n_kv*hd,)    Qwen2's biases
-    wo_t: F32               # (n_head*hd, d)
+    wo_t: Matrix            # (n_head*hd, d)
     ffn_norm: F32           # (d,)
-    w_gate_up_t: F32        # (d, 2*ff)                   gate columns, then up columns
-    w_down_t: F32           # (ff, d)
+    w_gate_up_t: Matrix     # (d, 2*ff)                   gate columns, then up columns
+    w_down_t: Matrix        # (ff, d)
+
+
+def matrix_bytes(w: Matrix) -> int:
+    nbytes = w.nbytes
+    return int(nbytes)
 
 
 class Weights:
     """The model's tensors as the forward pass wants them (see module docstring)."""
 
-    def __init__(self, f: GGUFFile, config: ModelConfig, residency: str) -> None:
+    def __init__(self, f: GGUFFile, config: ModelConfig, residency: str,
+                 weights: str = "f32") -> None:
         if residency not in ("resident", "streaming"):
             raise ModelError(f"residency: expected 'resident' or 'streaming', got {residency!r}")
+        if weights not in WEIGHTS:
+            raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
         self.file = f
         self.config = config
-        self.residency = residency
+        self.weights = weights
+        self.residency = "resident" if weights == "quantized" else residency
         self._check_tensors()
         self.output_norm = self.tensor("output_norm.weight")
         factors = f.tensors.get("rope_freqs.weight")
         self.rope_freq_factors: F32 | None = self.tensor(factors.name) if factors else None
-        self._head_t: F32 | None = self._load_head_t() if residency == "resident" else None
-        self._layers: list[LayerWeights] = (
-            [self._load_layer(i) for i in range(config.n_layer)] if residency == "resident" else [])
-        if residency == "resident":
-            f.release_pages()  # everything is float32 copies now: don't keep the file resident too
+        self._no_kernel: dict[str, list[str]] = {}
+        resident = self.residency == "resident"
+        self._head: Matrix | None = self._load_head() if resident else None
+        self._layers: list[LayerWeights] = []
+        for i in range(config.n_layer if resident else 0):
+            self._layers.append(self._load_layer(i))
+            f.release_pages()  # copies made: don't keep the file's pages resident too
+        f.release_pages()
+        for name, tensors in self._no_kernel.items():
+            print(f"llmnb: {f.path}: {len(tensors)} {name} tensor(s) (e.g. {tensors[0]}) have no "
+                  "quantized kernel: multiplied as float32 copies", file=sys.stderr)
 
     # --- tensors -----------------------------------------------------------------------
 
@@ -111,51 +144,80 @@ class Weights:
     def _load_layer(self, i: int) -> LayerWeights:
         c = self.config
         p = f"blk.{i}."
-        wq, wk = self.tensor(p + "attn_q.weight"), self.tensor(p + "attn_k.weight")
         bqkv: F32 | None = None
         if c.qkv_bias:
             bq, bk = self.tensor(p + "attn_q.bias"), self.tensor(p + "attn_k.bias")
             if c.qk_permuted:
                 bq, bk = unpermute_qk(bq, c.n_head), unpermute_qk(bk, c.n_head_kv)
             bqkv = np.concatenate([bq, bk, self.tensor(p + "attn_v.bias")])
-        if c.qk_permuted:
-            wq, wk = unpermute_qk(wq, c.n_head), unpermute_qk(wk, c.n_head_kv)
+        heads = (c.n_head, c.n_head_kv, 0) if c.qk_permuted else (0, 0, 0)
         return LayerWeights(
             attn_norm=self.tensor(p + "attn_norm.weight"),
-            wqkv_t=transposed(np.concatenate([wq, wk, self.tensor(p + "attn_v.weight")])),
+            wqkv_t=self.matrix([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"],
+                               heads),
             bqkv=bqkv,
-            wo_t=transposed(self.tensor(p + "attn_output.weight")),
+            wo_t=self.matrix([p + "attn_output.weight"]),
             ffn_norm=self.tensor(p + "ffn_norm.weight"),
-            w_gate_up_t=transposed(np.concatenate([self.tensor(p + "ffn_gate.weight"),
-                                                   self.tensor(p + "ffn_up.weight")])),
-            w_down_t=transposed(self.tensor(p + "ffn_down.weight")),
+            w_gate_up_t=self.matrix([p + "ffn_gate.weight", p + "ffn_up.weight"]),
+            w_down_t=self.matrix([p + "ffn_down.weight"]),
         )
+
+    def matrix(self, names: list[str], heads: tuple[int, ...] = (0, 0, 0)) -> Matrix:
+        """Weights `names` (out_i, in) stacked along the outputs, their rows un-permuted
+        where heads[i] > 0: float32 (in, sum out_i), or quantized (``Product``)."""
+        if self.weights == "f32":
+            mats = [self.tensor(n) for n in names]
+            mats = [unpermute_qk(w, h) if h else w for w, h in zip(mats, heads)]
+            return transposed(mats[0] if len(mats) == 1 else np.concatenate(mats))
+        infos = [self.file.tensors[n] for n in names]
+        rows = []
+        for info, h in zip(infos, heads):
+            raw = self.file.raw(info.name).reshape(info.shape[0], -1)       # (out, row bytes)
+            rows.append(unpermute_qk(raw, h) if h else raw)
+            if info.ggml_type not in KERNEL_TYPES and info.ggml_type != GGMLType.F32:
+                self._no_kernel.setdefault(info.type_name, []).append(info.name)
+        n_in = infos[0].shape[1]
+        types = {info.ggml_type for info in infos}
+        if len(types) == 1:
+            raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
+            packed: Product = pack(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
+        else:
+            packed = PackedParts(tuple(pack(r, info.ggml_type, info.shape[0], n_in)
+                                       for r, info in zip(rows, infos)))
+        del rows
+        self.file.release_pages()            # the copy is made: drop the file's pages now
+        return packed
 
     # --- embedding and head ------------------------------------------------------------
 
-    def _load_head_t(self) -> F32:
-        return transposed(self.tensor(
-            "token_embd.weight" if self.config.tied_output else "output.weight"))
+    def _load_head(self) -> Matrix:
+        return self.matrix(["token_embd.weight" if self.config.tied_output else "output.weight"])
 
     def embed(self, ids: npt.NDArray[np.int64]) -> F32:
         """Rows of the token embedding for `ids`, dequantizing only those rows: (T, d)."""
-        if self._head_t is not None and self.config.tied_output:
-            return np.ascontiguousarray(self._head_t[:, ids].T)           # tied: columns of head_t
+        head = self._head
+        if head is not None and self.config.tied_output:
+            if isinstance(head, np.ndarray):
+                return np.ascontiguousarray(head[:, ids].T)               # tied: columns of head_t
+            if isinstance(head, PackedMatrix):
+                from llmnb.kernels import rows as packed_rows
+
+                return packed_rows(head, ids)                             # tied: rows of the head
         info = self.file.tensors["token_embd.weight"]
         rows = self.file.raw(info.name).reshape(info.shape[0], -1)[ids]   # (T, row bytes)
         return dequantize(rows, info.ggml_type, (len(ids), info.shape[1]))
 
-    def head_t(self) -> F32:
+    def head_t(self) -> Matrix:
         """The output matrix transposed, (d, vocab): the token embedding itself when tied."""
-        return self._head_t if self._head_t is not None else self._load_head_t()
+        return self._head if self._head is not None else self._load_head()
 
     @property
     def nbytes(self) -> int:
-        """Bytes of float32 arrays held (resident) — what decoding streams per token."""
-        held = sum(a.nbytes for lw in self._layers for a in (
+        """Bytes of weights held (resident) — what decoding streams per token."""
+        held = sum(matrix_bytes(w) for lw in self._layers for w in (
             lw.attn_norm, lw.wqkv_t, lw.wo_t, lw.ffn_norm, lw.w_gate_up_t, lw.w_down_t))
         held += sum(lw.bqkv.nbytes for lw in self._layers if lw.bqkv is not None)
-        head = self._head_t.nbytes if self._head_t is not None else 0
+        head = matrix_bytes(self._head) if self._head is not None else 0
         return held + head + self.output_norm.nbytes
 
 
@@ -174,6 +236,8 @@ class ResidencyPlan:
     available_bytes: int
     resident_bytes: int
     streaming_bytes: int
+    weights: str = "f32"
+    quantized_bytes: int = 0
 
 
 def format_bytes(n: int) -> str:
@@ -207,41 +271,83 @@ def available_memory() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
-def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int]:
-    """(resident, streaming) bytes needed, each including `kv_bytes` for the KV cache."""
+def is_matrix(name: str) -> bool:
+    return name.endswith(".weight") and "norm" not in name and name != "rope_freqs.weight"
+
+
+def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int, int]:
+    """(resident, streaming, quantized) bytes needed, each including `kv_bytes` for the KV cache."""
     def f32(name: str) -> int:
         return 4 * f.tensors[name].n_elements
 
     layer_bytes = [sum(4 * t.n_elements for n, t in f.tensors.items() if n.startswith(f"blk.{i}."))
                    for i in range(config.n_layer)]
-    head = f32("token_embd.weight" if config.tied_output else "output.weight")
+    head_name = "token_embd.weight" if config.tied_output else "output.weight"
+    head = f32(head_name)
     # resident: every layer + head; building a layer briefly holds its parts twice (concatenate)
     resident = sum(layer_bytes) + head + max(layer_bytes, default=0) + kv_bytes
     # streaming: one layer (plus its fused copies) and the head, dequantized while used
     streaming = 2 * max(layer_bytes, default=0) + head + kv_bytes
-    return resident, streaming
+    # quantized: every matrix repacked (norms and biases float32), plus the dense scratch;
+    # packing one tensor briefly holds a few byte-per-weight temporaries of it
+    packed = [int(packed_bytes_per_weight(t.ggml_type) * t.n_elements)
+              if is_matrix(n) else 4 * t.n_elements
+              for n, t in f.tensors.items() if n.startswith("blk.") or n == head_name]
+    largest = max((t.n_elements for t in f.tensors.values()), default=0)
+    quantized = sum(packed) + SCRATCH_BYTES + 4 * largest + kv_bytes
+    return resident, streaming, quantized
+
+
+def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: int = 0) -> str:
+    """The weights ``llmnb.load(..., weights="auto")`` picks, by what is faster per use:
+
+    - a float file (F32, F16, BF16 matrices): 'f32'; BLAS multiplies the float32 copies at
+      least as fast as the half-precision kernels (``llmnb bench quant``);
+    - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
+      (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
+    - a block-quantized diffusion model (bidirectional, every step a pass over the whole
+      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
+      them beats dequantizing a slice per step; else 'quantized'."""
+    blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
+    floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
+    if all(t.ggml_type in floats for t in blocks):
+        return "f32"
+    if config is not None and not config.causal:
+        resident = estimate_bytes(f, config, kv_bytes)[0]
+        return "f32" if resident <= available_memory() else "quantized"
+    return "quantized"
 
 
 def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
-                   residency: str = "auto") -> ResidencyPlan:
-    """Pick resident when it fits, else streaming; refuse when the requested mode cannot fit."""
-    resident, streaming = estimate_bytes(f, config, kv_bytes)
+                   residency: str = "auto", weights: str = "f32") -> ResidencyPlan:
+    """Quantized weights, or float32 ones resident when they fit, else streaming; refuse
+    when the requested mode cannot fit."""
+    if weights not in WEIGHTS:
+        raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
+    resident, streaming, quantized = estimate_bytes(f, config, kv_bytes)
     avail = available_memory()
     choice = residency
-    if residency == "auto":
+    if weights == "quantized":
+        choice = "resident"
+    elif residency == "auto":
         choice = "resident" if resident <= avail else "streaming"
     elif residency not in ("resident", "streaming"):
         raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
-    needed = resident if choice == "resident" else streaming
+    needed = quantized if weights == "quantized" else resident if choice == "resident" else streaming
     if needed > avail:
-        if choice == "resident" and streaming <= avail:
+        if weights == "quantized":
+            hint = f"float32 streaming (one layer dequantized at a time) needs {format_bytes(streaming)}"
+        elif choice == "resident" and quantized <= avail and default_weights(f) == "quantized":
+            hint = f"weights='quantized' fits: it needs {format_bytes(quantized)}"
+        elif choice == "resident" and streaming <= avail:
             hint = (f"residency='streaming' (one layer dequantized at a time) fits: it needs "
                     f"{format_bytes(streaming)}")
         else:
             hint = (f"resident {format_bytes(resident)}, streaming (one layer dequantized at a "
-                    f"time) {format_bytes(streaming)}")
+                    f"time) {format_bytes(streaming)}, quantized {format_bytes(quantized)}")
+        mode = "quantized" if weights == "quantized" else choice
         raise MemoryPreflightError(
-            f"{f.path}: does not fit in memory: {choice} needs {format_bytes(needed)}, "
+            f"{f.path}: does not fit in memory: {mode} needs {format_bytes(needed)}, "
             f"{format_bytes(avail)} available ({needed:,} > {avail:,} bytes; {hint}; "
             "the limit is $LLMNB_MEMORY_LIMIT if set, else MemAvailable)")
-    return ResidencyPlan(choice, needed, avail, resident, streaming)
+    return ResidencyPlan(choice, needed, avail, resident, streaming, weights, quantized)

@@ -9,7 +9,8 @@ verify batch of 8 rows costs about 2.7 decode steps this way against 4.6 (``pyth
 llmnb.perf.bench_spec --paths``, notebook 10 draws both curves).
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
-request (``Transformer.use_wide``) and only for float32 weights held in memory.
+request (``Transformer.use_wide``) and only for float32 weights held in memory (quantized ones
+are multiplied by ``llmnb.kernels`` whatever the rows).
 """
 from __future__ import annotations
 
@@ -35,12 +36,13 @@ class WideLayer:
 NARROW = WideLayer(None, None, None, None)
 
 
-def wide(w_t: F32) -> F32:
-    """(in, out) -> a contiguous (out, in) copy."""
-    return np.ascontiguousarray(w_t.T)
+def wide(w_t: object) -> F32 | None:
+    """A float32 (in, out) matrix -> a contiguous (out, in) copy; None for a quantized one
+    (``blocks.Product``: its kernels read its blocks whatever the rows)."""
+    return np.ascontiguousarray(w_t.T) if isinstance(w_t, np.ndarray) else None
 
 
-def wide_bytes(layers: list[WideLayer], head: F32) -> int:
+def wide_bytes(layers: list[WideLayer], head: F32 | None) -> int:
     """Bytes the wide copies hold."""
-    return head.nbytes + sum(a.nbytes for lw in layers
+    return (0 if head is None else head.nbytes) + sum(a.nbytes for lw in layers
                              for a in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down) if a is not None)

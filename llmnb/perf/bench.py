@@ -85,11 +85,14 @@ def bench_gguf(repeats: int) -> list[dict[str, object]]:
 def _print_rows(title: str, rows: list[dict[str, object]]) -> None:
     if not rows:
         return
-    keys = list(rows[0])
-    widths = [max(12, len(k)) for k in keys]
     print(f"\n## {title}")
-    print("  ".join(f"{k:>{w}}" for k, w in zip(keys, widths)))
+    keys: list[str] = []
+    widths: list[int] = []
     for r in rows:
+        if list(r) != keys:           # a bench may return several tables: a header for each
+            keys = list(r)
+            widths = [max(12, len(k)) for k in keys]
+            print("  ".join(f"{k:>{w}}" for k, w in zip(keys, widths)))
         cells = []
         for k, w in zip(keys, widths):
             v = r.get(k)
@@ -98,10 +101,12 @@ def _print_rows(title: str, rows: list[dict[str, object]]) -> None:
 
 
 # --- the registry: every `llmnb bench WHAT`; `all` runs them in this order ---------------
-# A bench takes (repeats, threads, peer) and returns its rows, or None when it was skipped
-# (it says why on stderr).
+# A bench takes (repeats, threads, peer, weights) and returns its rows, or None when it was
+# skipped (it says why on stderr). `weights`: the residencies a model bench runs (None: its own
+# default, side by side where it compares them).
 
-BenchFn = Callable[[int, list[int] | None, str | None], list[dict[str, Any]] | None]
+Weights = list[str] | None
+BenchFn = Callable[[int, list[int] | None, str | None, Weights], list[dict[str, Any]] | None]
 
 
 def _needs(name: str, what: str) -> bool:
@@ -118,50 +123,66 @@ def _has_data(what: str) -> bool:
     return False
 
 
-def _gguf(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
+def _gguf(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
     return bench_gguf(repeats)
 
 
-def _quant(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]]:
-    from llmnb.perf.bench_quant import bench_quant
+def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
+    from llmnb.perf.bench_quant import bench_kernels, bench_quant, compile_time
+    from llmnb.perf.threads import threads as use_threads
 
-    return bench_quant(repeats=repeats)
+    with use_threads(1):
+        return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats) + compile_time()
 
 
-def _ar(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_ar import bench_ar
 
-    return bench_ar(repeats=repeats, threads=threads, peer=peer) if _needs("smollm2-135m", "ar") else None
+    if not _needs("smollm2-135m", "ar"):
+        return None
+    rows = bench_ar(repeats=repeats, threads=threads, peer=peer, weights=weights)
+    if hub.is_pulled("qwen2.5-coder-0.5b"):
+        rows += bench_ar(repeats=max(1, min(repeats, 3)), threads=threads, peer=peer,
+                         model="qwen2.5-coder-0.5b", weights=weights)
+    return rows
 
 
 def _diffusion(repeats: int, threads: list[int] | None,
-               peer: str | None) -> list[dict[str, Any]] | None:
+               peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_diffusion import bench_diffusion
 
-    return (bench_diffusion(repeats=repeats, threads=threads, peer=peer)
+    return (bench_diffusion(repeats=repeats, threads=threads, peer=peer, weights=weights)
             if _needs("smollm2-135m", "diffusion") else None)
 
 
-def _cache(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
-    from llmnb.perf.bench_diffusion import cache_rows
+def _cache(repeats: int, threads: list[int] | None, peer: str | None,
+           weights: Weights) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_cache import cache_rows
 
     return cache_rows() if _has_data("cache") else None
 
 
+def _ladder(repeats: int, threads: list[int] | None, peer: str | None,
+            weights: Weights) -> list[dict[str, Any]] | None:
+    from llmnb.perf.bench_ladder import ladder_rows
+
+    return ladder_rows() if _has_data("ladder") else None
+
+
 def _scaling(repeats: int, threads: list[int] | None,
-             peer: str | None) -> list[dict[str, Any]] | None:
+             peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_scaling import bench_scaling
 
     return bench_scaling(repeats=repeats, threads=threads) if _needs("smollm2-135m", "scaling") else None
 
 
-def _kv(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+def _kv(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_kv import bench_kv
 
     return bench_kv() if _has_data("kv") and _needs("smollm2-135m", "kv") else None
 
 
-def _spec(repeats: int, threads: list[int] | None, peer: str | None) -> list[dict[str, Any]] | None:
+def _spec(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_spec import bench_spec
 
     # tiny-ar (from data/) always; SmolLM2 if pulled
@@ -170,14 +191,23 @@ def _spec(repeats: int, threads: list[int] | None, peer: str | None) -> list[dic
 
 BENCHES: dict[str, tuple[str, BenchFn]] = {
     "gguf": ("gguf: open a model file, llmnb vs gguf-py GGUFReader (ratio = speed-up)", _gguf),
-    "quant": ("quant: llmnb vs gguf.quants (ratio = speed-up), 1 thread", _quant),
-    "ar": ("ar: SmolLM2-135M, prompt 128 + decode 32 tokens; roofline = GEMV bandwidth / F32 "
-           "weight bytes", _ar),
+    "quant": ("quant: llmnb vs gguf.quants (ratio = speed-up), 1 thread; then the kernels: "
+              "matrix-vector product per type, GB/s of the bytes read, ratio to numpy's float32 "
+              "GEMV (same shape, same run)", _quant),
+    "ar": ("ar: SmolLM2-135M (and Qwen2.5-Coder-0.5B if pulled), prompt 128 + decode 32 tokens, "
+           "quantized and f32 weights; roofline = read bandwidth / weight bytes read per token",
+           _ar),
     "diffusion": ("diffusion: one uncached step of SmolLM2-135M as a llada file, prompt 32 + B "
-                  "masked; MFU = achieved GFLOP/s / sgemm GFLOP/s (same run)", _diffusion),
-    "cache": ("cache: inter-step K/V cache on the tiny diffusion models, every 2nd held-out prompt, "
-              "48 positions, 16 steps, 1 thread; speed-up, fidelity (tokens equal) and accuracy "
-              "against the uncached run with the same blocks; entropy_exit's mean steps", _cache),
+                  "masked; mfu = achieved GFLOP/s / sgemm GFLOP/s measured in the same run "
+                  "(a fraction of measured sgemm, not of a theoretical peak)", _diffusion),
+    "cache": ("cache: inter-step K/V cache on the tiny diffusion models, up to 40 held-out "
+              "prompts of each kind (single-, multi-answer), 48 positions, 16 steps, 1 thread; "
+              "speed-up, fidelity (tokens equal) and validity against the uncached run with "
+              "the same blocks; entropy_exit's mean steps; canvas and useful tok/s", _cache),
+    "ladder": ("ladder: training-free parallel decoding on the tiny diffusion models, up to 32 "
+               "held-out prompts of each kind, 48 positions, 1 thread; per method forwards per "
+               "answer (NFE), tokens per forward, wall time, validity and fidelity against "
+               "16 steps of low_confidence", _ladder),
     "scaling": ("scaling: AR decode vs diffusion step (B=64, prompt 32) per thread count; "
                 "scaling = tok/s over tok/s at the first thread count", _scaling),
     "kv": ("kv: streaming perplexity vs KV budget (Initial-Key Cache, StreamingLLM, H2O), "
@@ -189,13 +219,14 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
 
 
 def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] | None = None,
-         peer: str | None = None) -> int:
+         peer: str | None = None, weights: Weights = None) -> int:
     """Machine facts (the roofs measured now, at `threads`), then each bench `what` names."""
     names = list(BENCHES) if what == "all" else [what]
     command = " ".join(["llmnb bench", what]
                        + ([f"--repeats {repeats}"] if repeats != 5 else [])
                        + ([f"--threads {' '.join(map(str, threads))}"] if threads else [])
-                       + ([f"--peer {peer}"] if peer else []))
+                       + ([f"--peer {peer}"] if peer else [])
+                       + ([f"--weights {' '.join(weights)}"] if weights else []))
     threads = threads or default_thread_counts(physical_cores())
     facts = probe(threads=threads, refresh=True,
                   progress=lambda m: print(f"bench: {m}", file=sys.stderr))
@@ -208,7 +239,7 @@ def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] 
         print(f"repeats: {repeats} (median kept, after one warm-up run)")
     for name in names:
         title, run = BENCHES[name]
-        rows = run(repeats, threads, peer)
+        rows = run(repeats, threads, peer, weights)
         if rows is None:
             continue
         results[name] = rows

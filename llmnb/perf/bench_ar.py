@@ -1,13 +1,19 @@
 """``llmnb bench ar``: prefill and decode speed against this machine's bandwidth roofline.
 
-Decoding one token multiplies every weight matrix by one vector: it must stream all float32
-weight bytes from memory once per token, so tokens/s can never exceed
-    bandwidth / weight bytes      (the F32 roofline),
-with bandwidth measured here, in the same run, by a large matrix-vector product (the very
-operation decoding repeats). Prefill multiplies matrices by many vectors at once and is
-compute-bound instead. Each thread count runs in a fresh subprocess, so its peak RSS is its own.
-With ``peer`` (a llama.cpp build folder or its ``llama-bench``), llama.cpp's pp/tg on the same
-file are measured in the same run and reported as ratios.
+Decoding one token multiplies every weight matrix by one vector: it must stream every weight
+byte it holds from memory once per token, so tokens/s can never exceed
+    read bandwidth / weight bytes read per token      (the roofline),
+with the read bandwidth measured here, in the same run (``machine.read_bandwidth``: the best
+of a few read-only kernels). Quantized weights read their repacked blocks (about the file's
+bytes), f32 weights 4 bytes per weight; both are measured side by side. Prefill multiplies
+matrices by many vectors at once and is compute-bound instead. Each (thread count, weights)
+runs in a fresh subprocess. Its memory: ``interpreter_rss_bytes`` once llmnb (numpy, BLAS)
+is imported, ``baseline_rss_bytes`` once every kernel has also run once (numba, LLVM and the
+compiled kernels loaded: the interpreter's baseline), ``rss_bytes`` resident after the
+timed runs, ``peak_rss_bytes`` the process's peak (including a JIT compile, had the cache been
+cold), and ``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
+llama.cpp build folder or its ``llama-bench``), llama.cpp's pp/tg on the same file are
+measured in the same run and reported as ratios.
 """
 from __future__ import annotations
 
@@ -22,29 +28,42 @@ from typing import Any
 
 import numpy as np
 
-from llmnb.perf.machine import gemv_bandwidth
+from llmnb.perf.machine import read_bandwidth
 
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
 
 
 def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:
-    """GEMV bandwidth at `threads` (its own process: the 256 MiB matrix stays out of the RSS)."""
+    """Read bandwidth at `threads` (its own process: the large arrays stay out of the RSS)."""
     import llmnb
 
     with llmnb.threads(threads):
-        return {"gemv_bytes_s": gemv_bandwidth(repeats=repeats)}
+        return {"read_bytes_s": read_bandwidth(repeats=repeats)[0]}
 
 
-def worker(model: str, threads: int, repeats: int) -> dict[str, object]:
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux /proc; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> dict[str, object]:
     """One thread count, measured in this process (run by ``bench_ar`` as a subprocess)."""
     import llmnb
     from llmnb.ar import Greedy
     from llmnb.ar.engine import Generator
+    from llmnb.perf.bench_quant import first_calls
 
+    interpreter = resident_bytes()
     with llmnb.threads(threads):
-        m = llmnb.load(model)
-        weights = m.transformer.weights
+        first_calls()
+        baseline = resident_bytes()
+        m = llmnb.load(model, weights=weights)
+        weights_held = m.transformer.weights
         rng = np.random.default_rng(0)
         prompt = rng.integers(100, m.config.vocab_size - 100, PROMPT_TOKENS).tolist()
         prefill, decode = [], []
@@ -60,8 +79,10 @@ def worker(model: str, threads: int, repeats: int) -> dict[str, object]:
                 prefill.append(PROMPT_TOKENS / (t1 - t0))
                 decode.append(DECODE_TOKENS / (t2 - t1))
     return {
-        "model": model, "threads": threads, "weights_f32_bytes": weights.nbytes,
+        "model": model, "threads": threads, "weights": weights, "weight_bytes": weights_held.nbytes,
         "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
+        "interpreter_rss_bytes": interpreter, "baseline_rss_bytes": baseline,
+        "rss_bytes": resident_bytes(),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
@@ -91,20 +112,28 @@ def peer_bench(peer: str, path: Path, threads: list[int], repeats: int) -> dict[
 
 
 def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | None = None,
-             model: str = "smollm2-135m") -> list[dict[str, Any]]:
+             model: str = "smollm2-135m", weights: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows per (thread count, weights): prefill/decode tok/s, bytes read per token, the
+    roofline, peak RSS; with `peer`, llama.cpp's pp/tg and the ratios to them."""
     from llmnb import hub
 
     threads = threads or [1, 2]
     path = hub.resolve(model)
+    file_bytes = path.stat().st_size
     rows = []
     for n in threads:
-        row = _subprocess(f"worker({str(path)!r}, {n}, {repeats})")
-        bw = _subprocess(f"bandwidth_worker({n}, {repeats})")["gemv_bytes_s"]
-        roofline = bw / row["weights_f32_bytes"]
-        row |= {"model": model, "gemv_GB_s": bw / 1e9, "roofline_tok_s": roofline,
-                "decode_vs_roofline": row["decode_tok_s"] / roofline,
-                "rss_vs_weights": row["peak_rss_bytes"] / row["weights_f32_bytes"]}
-        rows.append(row)
+        bw = _subprocess(f"bandwidth_worker({n}, {repeats})")["read_bytes_s"]
+        for w in weights or ["quantized", "f32"]:
+            row = _subprocess(f"worker({str(path)!r}, {n}, {repeats}, {w!r})")
+            roofline = bw / row["weight_bytes"]
+            row |= {"model": model, "read_GB_s": bw / 1e9, "roofline_tok_s": roofline,
+                    "decode_vs_roofline": row["decode_tok_s"] / roofline,
+                    "rss_above_baseline_vs_file": (row["rss_bytes"] - row["baseline_rss_bytes"]) / file_bytes}
+            rows.append(row)
+    for row in rows:
+        f32 = [r for r in rows if r["threads"] == row["threads"] and r["weights"] == "f32"]
+        if f32 and row["weights"] != "f32":
+            row["vs_f32"] = row["decode_tok_s"] / f32[0]["decode_tok_s"]
     if peer:
         ref = peer_bench(peer, path, threads, repeats)
         for row in rows:

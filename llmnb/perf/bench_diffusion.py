@@ -20,15 +20,10 @@ per step" line (total time / steps: a full forward of the canvas plus sampling).
 recompute the whole canvas every step (no inter-step cache), on the same thread count, one
 after the other in this run. ``step_ratio`` = llama.cpp's time / llmnb's (above 1: llmnb faster).
 
-``cache_rows`` measures the inter-step cache (``llmnb/diffusion/cache.py``) the way the paper's
-Tables 4 and 6 do, in miniature: on the embedded tiny diffusion models over the held-out task
-set (``data/eval/tiny_heldout.jsonl``), 16 steps, each prompt denoised without the cache and with
-each cache policy — total time (speedup), tokens equal to the no-cache output (fidelity), exact
-match accuracy — and entropy_exit's steps against the fixed 16.
+The inter-step cache's own table is ``llmnb bench cache`` (``bench_cache.py``).
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import statistics
@@ -68,13 +63,14 @@ def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
                  + 2 * n_head_rows * c.n_embd * c.vocab_size)
 
 
-def worker(path: str, threads: int, gen_length: int, repeats: int) -> dict[str, Any]:
+def worker(path: str, threads: int, gen_length: int, repeats: int,
+           weights: str = "auto") -> dict[str, Any]:
     """Median time of one full (uncached) denoising step at `threads`, with its FLOPs and MFU."""
     import llmnb
     from llmnb.diffusion import diffuse
 
     with llmnb.threads(threads):
-        m = llmnb.load(path)
+        m = llmnb.load(path, weights=weights)
         peak = sgemm_gflops(repeats=repeats)
         prompt = list(range(100, 100 + PROMPT_TOKENS))
         diffuse(m, prompt, gen_length=gen_length, steps=1, cache=False)      # warm-up
@@ -84,7 +80,8 @@ def worker(path: str, threads: int, gen_length: int, repeats: int) -> dict[str, 
             times.append(r.stats.forward_s[0])
     t = statistics.median(times)
     flops = step_flops(m.config, PROMPT_TOKENS + gen_length, gen_length)
-    return {"threads": threads, "B": gen_length, "step_ms": t * 1e3, "gflops": flops / t / 1e9,
+    return {"threads": threads, "weights": m.plan.weights, "B": gen_length, "step_ms": t * 1e3,
+            "gflops": flops / t / 1e9,
             "sgemm_peak_gflops": peak, "mfu": flops / t / 1e9 / peak,
             "canvas_tok_s_at_16_steps": gen_length / (16 * t)}
 
@@ -131,7 +128,8 @@ def _worker(call: str) -> dict[str, Any]:
 
 
 def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
-                    lengths: tuple[int, ...] = (64, 256), peer: str | None = None) -> list[dict[str, Any]]:
+                    lengths: tuple[int, ...] = (64, 256), peer: str | None = None,
+                    weights: list[str] | None = None) -> list[dict[str, Any]]:
     """One uncached step per (threads, B), each in a fresh subprocess; with `peer`, llama.cpp's
     step on the same file and on an all-F32 copy, timed right after llmnb's."""
     from llmnb import hub
@@ -146,8 +144,8 @@ def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
         if exe is not None:
             quantize_file(path, f32, "F32")
         for n in threads or [1, 2]:
-            for b in lengths:
-                row = _worker(f"worker({str(path)!r}, {n}, {b}, {repeats})")
+            for b, w in [(b, w) for b in lengths for w in weights or ["auto"]]:
+                row = _worker(f"worker({str(path)!r}, {n}, {b}, {repeats}, {w!r})")
                 if exe is not None:
                     canvas = PROMPT_TOKENS + b
                     q = peer_step_ms(exe, path, canvas, n, repeats)
@@ -155,68 +153,4 @@ def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
                     row |= {"llama_cpp_step_ms": q, "step_ratio": q / row["step_ms"],
                             "llama_cpp_f32_step_ms": full, "f32_step_ratio": full / row["step_ms"]}
                 rows.append(row)
-    return rows
-
-
-def cache_worker(model_path: str, heldout: str, every: int, steps: int) -> dict[str, Any]:
-    """One tiny diffusion model over the held-out prompts: no cache vs each cache policy, and
-    entropy_exit; totals over the prompts (time is the sum of the denoising loops)."""
-    import llmnb
-
-    with llmnb.threads(1):
-        return _cache_runs(llmnb.load(model_path), model_path, heldout, every, steps)
-
-
-def _cache_runs(m: Any, model_path: str, heldout: str, every: int, steps: int) -> dict[str, Any]:
-    from llmnb.diffusion import diffuse
-
-    rows = [json.loads(line) for line in Path(heldout).open()][::every]
-    plain, blocks = "no cache", "no cache, blocks of 24"
-    settings: dict[str, dict[str, Any]] = {
-        plain: {"cache": False},
-        "diffuse": {"cache": True, "cache_policy": "diffuse"},
-        blocks: {"cache": False, "block_length": 24},
-        "prefix, blocks of 24": {"cache": True, "cache_policy": "prefix", "block_length": 24},
-        "dual, blocks of 24": {"cache": True, "cache_policy": "dual", "block_length": 24},
-        "entropy_exit": {"cache": False, "scheduler": "entropy_exit"},
-        "entropy_exit + cache": {"cache": True, "scheduler": "entropy_exit"},
-    }
-    # each setting is compared with the uncached run that uses the same blocks
-    ref = {name: blocks if "block_length" in kw else plain for name, kw in settings.items()}
-    common: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": steps, "schedule": "even",
-              "remasking": "probability"}
-    diffuse(m, rows[0]["prompt"], **common)                                # warm-up
-    out: dict[str, Any] = {"model": Path(model_path).stem, "prompts": len(rows), "steps": steps}
-    base: dict[str, list[list[int]]] = {plain: [], blocks: []}
-    for name, kw in settings.items():
-        seconds = 0.0
-        correct = same = total = nfe = 0
-        for i, r in enumerate(rows):
-            res = diffuse(m, r["prompt"], **(common | kw))
-            seconds += res.stats.seconds
-            correct += res.text.strip() == r["answer"]
-            nfe += res.steps_taken
-            if name == ref[name]:
-                base[name].append(res.tokens)
-            same += sum(a == b for a, b in zip(res.tokens, base[ref[name]][i]))
-            total += len(res.tokens)
-        out[name] = {"seconds": seconds, "accuracy": correct / len(rows),
-                     "fidelity": same / total, "mean_steps": nfe / len(rows)}
-    for name in settings:
-        out[name]["speedup"] = out[ref[name]]["seconds"] / out[name]["seconds"]
-    return out
-
-
-def cache_rows(every: int = 2, steps: int = 16) -> list[dict[str, Any]]:
-    """Flat rows (model x setting) of ``cache_worker`` for each tiny diffusion model."""
-    from llmnb.perf.bench import need_data_dir
-
-    d = need_data_dir("cache")
-    rows = []
-    for name in ("tiny-llada", "tiny-dream"):
-        res = _worker(f"cache_worker({str(d / 'models' / (name + '.gguf'))!r}, "
-                      f"{str(d / 'eval' / 'tiny_heldout.jsonl')!r}, {every}, {steps})")
-        for setting in [k for k, v in res.items() if isinstance(v, dict)]:
-            rows.append({"model": name, "setting": setting, "prompts": res["prompts"]}
-                        | res[setting])
     return rows

@@ -1,10 +1,23 @@
-"""Benchmark llmnb.quant against gguf-py's ``gguf.quants`` on the same data, in one run.
+"""Benchmark llmnb.quant against gguf-py's ``gguf.quants``, and llmnb.kernels against numpy.
 
-For each type: random blocks (finite f16 scales) of ``n_elements``, one warm-up call, then
-the median of `repeats` timed calls of each implementation, alternating so that machine
-noise hits both. Both are single-threaded numpy (no BLAS in these kernels). Rows:
-{type, op, n_elements, llmnb_s, gguf_s, ratio} with ratio = gguf_s / llmnb_s (> 1: llmnb
-is faster); for k-quant quantize gguf-py has no quantizer and gguf_s/ratio are None.
+``bench_quant``: for each type, random blocks (finite f16 scales) of ``n_elements``, one
+warm-up call, then the median of `repeats` timed calls of each implementation, alternating
+so that machine noise hits both. Both are single-threaded numpy (no BLAS in these kernels).
+Rows: {type, op, n_elements, llmnb_s, gguf_s, ratio} with ratio = gguf_s / llmnb_s (> 1:
+llmnb is faster); for k-quant quantize gguf-py has no quantizer and gguf_s/ratio are None.
+
+``bench_kernels``: the matrix-vector products of a decode step, per type: SmolLM2-135M's
+layer shapes (fused QKV, O, fused gate/up, down) for all 30 layers, random blocks repacked
+(``llmnb.kernels.pack``), one vector through every matrix, against numpy's float32 GEMV
+over the same shapes (``x @ W.T`` with W.T stored (in, out), as the f32 path keeps it), in
+the same run, at the current thread setting. GB/s counts the bytes the kernel reads (the
+repacked quants and float32 scales). ``cost_curve`` is c(T): a product of T rows over one
+layer's Q4_1 matrices (4 layers) in units of the one-row product, by the quantized kernels and by the
+dequantize + sgemm way (``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where they cross.
+
+``compile_time``: numba's one-time cost. A fresh interpreter with an empty cache folder runs
+every kernel once (one row, a few rows, the dense copy, a row lookup, for nibbles, bytes and
+halves); a second one, on the cache the first wrote, runs them again: {cold_s, cached_s}.
 """
 from __future__ import annotations
 
@@ -103,5 +116,124 @@ def format_rows(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+
+
+# SmolLM2-135M's matrices (n_out, n_in): fused QKV, O, fused gate/up, down
+LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
+KERNEL_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.F16, T.BF16]
+
+
+def random_matrix(ggml_type: int, n_out: int, n_in: int,
+                  rng: np.random.Generator) -> npt.NDArray[np.uint8]:
+    """(n_out, row bytes) of random blocks of `ggml_type` with finite scales."""
+    block, size = GGML_BLOCK_SIZES[ggml_type]
+    if block == 1:
+        return quantize(rng.standard_normal((n_out, n_in)).astype(np.float32) * np.float32(0.02),
+                        ggml_type)
+    raw = rng.integers(0, 256, (n_out * n_in // block, size), dtype=np.uint8)
+    for off in F16_OFFSETS[ggml_type]:
+        raw[:, off + 1] &= 0x3B                                  # small finite float16 scales
+    return raw.reshape(n_out, -1)
+
+
+def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]:
+    """Rows {type, bytes_per_weight, file_bytes_per_weight, MB read, kernel_ms, GB_s,
+    numpy_f32_ms, vs_numpy_f32} for one decode step's products, then the cost curve."""
+    from llmnb.kernels import pack
+    from llmnb.kernels.product import dense_matmul, quantized_matmul
+
+    rng = np.random.default_rng(0)
+    x = {k: rng.standard_normal((1, k)).astype(np.float32) for k in {i for _, i in LAYER_SHAPES}}
+    f32 = [rng.standard_normal((i, o)).astype(np.float32) for o, i in LAYER_SHAPES] * layers
+
+    def numpy_step() -> None:
+        for w_t in f32:
+            x[w_t.shape[0]][0] @ w_t
+
+    rows: list[dict[str, object]] = []
+    for t in KERNEL_TYPES:
+        block = GGML_BLOCK_SIZES[t][0]          # k-quants need rows of 256: 576 becomes 768
+        shapes = [(o, -(-i // block) * block) for o, i in LAYER_SHAPES]
+        mats = [pack(random_matrix(t, o, i, rng), t, o, i) for _ in range(layers) for o, i in shapes]
+        xs = {i: rng.standard_normal((1, i)).astype(np.float32) for _, i in shapes}
+        nbytes = sum(m.nbytes for m in mats)
+        weights = sum(o * i for o, i in shapes) * layers
+        f32_weights = sum(o * i for o, i in LAYER_SHAPES) * layers
+
+        def kernel_step() -> None:
+            for m in mats:
+                quantized_matmul(xs[m.n_in], m)
+
+        ours, theirs = median_pair(kernel_step, numpy_step, repeats)
+        numpy_s = float(theirs or 0.0) * weights / f32_weights       # the same weight count
+        rows.append({"type": type_name(t), "bytes_per_weight": nbytes / weights,
+                     "file_bytes_per_weight": GGML_BLOCK_SIZES[t][1] / block,
+                     "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
+                     "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours})
+        del mats
+    return rows + cost_curve(repeats, layers=min(layers, 4))
+
+
+def first_calls() -> float:
+    """Seconds to import the kernels and run each of them once (what a fresh process pays)."""
+    t0 = time.perf_counter()
+    from llmnb.kernels import matmul, pack, rows, to_dense
+
+    rng = np.random.default_rng(2)
+    for t in (T.Q4_1, T.Q8_0, T.Q4_0, T.F16):
+        w = pack(random_matrix(t, 128, 256, rng), t, 128, 256)
+        for n in (1, 3, 64):
+            matmul(rng.standard_normal((n, 256)).astype(np.float32), w)
+        rows(w, np.arange(2, dtype=np.int64))
+        to_dense(w)
+    return time.perf_counter() - t0
+
+
+def compile_time() -> list[dict[str, object]]:
+    """{kernels, cold_s, cached_s}: the first calls with an empty numba cache, then with it."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    code = "from llmnb.perf.bench_quant import first_calls; print(first_calls())"
+    with tempfile.TemporaryDirectory() as cache:
+        env = os.environ | {"NUMBA_CACHE_DIR": cache}
+        cold, cached = (float(subprocess.run([sys.executable, "-P", "-c", code], env=env, check=True,
+                                             capture_output=True, text=True).stdout.split()[-1])
+                        for _ in range(2))
+    return [{"kernels": "numba compile (all kernels)", "cold_s": cold, "cached_s": cached}]
+
+
+def cost_curve(repeats: int = 5, counts: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
+               ggml_type: int = T.Q4_1, layers: int = 4) -> list[dict[str, object]]:
+    """c(T): T rows through `layers` SmolLM2 layers' matrices, in one-row products (decode
+    steps; several layers so one product is long enough to time steadily)."""
+    from llmnb.kernels import pack
+    from llmnb.kernels.product import dense_matmul, quantized_matmul
+
+    rng = np.random.default_rng(1)
+    mats = [pack(random_matrix(ggml_type, o, i, rng), ggml_type, o, i)
+            for _ in range(layers) for o, i in LAYER_SHAPES]
+    xs = {n: {i: rng.standard_normal((n, i)).astype(np.float32) for _, i in LAYER_SHAPES}
+          for n in counts}
+
+    def step(n: int, dense: bool) -> Callable[[], None]:
+        def run() -> None:
+            for m in mats:
+                (dense_matmul if dense else quantized_matmul)(xs[n][m.n_in], m)
+        return run
+
+    one = median_pair(step(1, False), None, repeats * 4)[0]
+    rows: list[dict[str, object]] = []
+    for n in counts:
+        q, d = median_pair(step(n, False), step(n, True), repeats * 2)
+        rows.append({"rows": n, "type": type_name(ggml_type), "quantized_steps": q / one,
+                     "dense_steps": (d or 0.0) / one, "faster": "quantized" if q <= (d or q) else "dense"})
+    return rows
+
+
 if __name__ == "__main__":
     print(format_rows(bench_quant()))
+    for r in bench_kernels():
+        print(r)

@@ -2,8 +2,8 @@
 
 For each model (tiny-ar, and SmolLM2-135M when pulled), thread count, prompt and drafter set,
 the prompt is generated greedily by ``llmnb.generate`` and by
-``llmnb.ar.speculative.generate_speculative`` on the same loaded model (same weights, same
-process); the tokens must be identical (the bench stops otherwise). The speed-up is the ratio
+``llmnb.ar.speculative.generate_speculative`` on the same loaded model (float32 weights, the
+speculative side with their wide copies; same process); the tokens must be identical (the bench stops otherwise). The speed-up is the ratio
 of the median wall times of the whole call (prefill + decode), after one warm-up run of each
 (the one checked for identity), timed runs alternating plain / speculative. Each prompt gives a
 row (speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
@@ -18,7 +18,8 @@ set is the held-out *python* and *listing* prompts (its longest fixed answers), 
 set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh subprocess.
 
 ``python -m llmnb.perf.bench_spec`` prints what a verify batch of T rows costs, c(T) in decode
-steps, at the knots of the controller's cost model (``verify_costs``).
+steps, at the knots of the controller's cost model (``verify_costs``), for each way of
+multiplying (``--paths``: float32 as loaded, with the wide copies, quantized kernels).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ SMOL_SETS: dict[str, dict[str, tuple[str, bool]]] = {
 TINY_FAMILIES = {"copy+edit+code": ("python", "listing"), "prose": ("explain", "poem")}
 DRAFTERS: dict[str, list[list[str]]] = {
     "tiny-ar": [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
-    "smollm2-135m": [["lookup"], ["lookup", "ngram"]],
+    "smollm2-135m": [["lookup", "ngram"]],
 }
 MAX_NEW = {"tiny-ar": 64, "smollm2-135m": 128}
 
@@ -135,7 +136,7 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
     with llmnb.threads(threads), tempfile.TemporaryDirectory() as tmp:
         path = (need_data_dir("spec") / "models" / "tiny-ar.gguf" if model == "tiny-ar"
                 else llmnb.hub.resolve(model))
-        m = llmnb.load(path)
+        m = llmnb.load(path, weights="f32")                     # the float32 target
         m.transformer                                            # weights ready before timing
         sets = tiny_sets() if model == "tiny-ar" else SMOL_SETS
         n = MAX_NEW[model]
@@ -210,17 +211,19 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
     return rows
 
 
-PATHS = ("X@W", "W@X.T")     # the weights' (in, out) layout alone; with the wide (out, in) copy
+PATHS = ("X@W", "W@X.T", "quantized")   # float32 (in, out); with the wide copy; GGUF blocks
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
                  rows: tuple[int, ...] | None = None, repeats: int = 5,
                  context: int = 150, paths: tuple[str, ...] = ("W@X.T",)) -> list[dict[str, Any]]:
     """What a verify batch of T rows costs after `context` cached tokens: median seconds of
-    ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step) and the ratio to
-    T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise, for each of
-    `paths`: "X@W" (the loaded weights only: few-row products, then X @ W.T) and "W@X.T" (with
-    the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on)."""
+    ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step on the same weights)
+    and the ratio to T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise,
+    for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
+    "W@X.T" (with the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on) and
+    "quantized" (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize +
+    sgemm from DENSE_ROWS rows on)."""
     import numpy as np
 
     import llmnb
@@ -230,28 +233,32 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     from llmnb.perf.bench import median_time
 
     rows = KNOTS if rows is None else rows
+    out: list[dict[str, Any]] = []
     with llmnb.threads(threads):
-        m = llmnb.load(model)
-        tr = m.transformer
-        cache = KVCache(m.config, context + max(rows))
-        tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
-                   last_only=True)
-        cache.commit()
-
-        def batch(t: int) -> Callable[[], None]:
-            def run() -> None:
-                verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
-                cache.truncate(context)
-            return run
-
-        out: list[dict[str, Any]] = []
+        loaded: dict[str, llmnb.Model] = {}
         for path in paths:
+            kind = "quantized" if path == "quantized" else "f32"
+            if kind not in loaded:
+                loaded[kind] = llmnb.load(model, weights=kind)
+            m = loaded[kind]
+            tr = m.transformer
             tr.use_wide(path == "W@X.T")
-            one = median_time(batch(1), repeats)                # a plain step, either way
+            cache = KVCache(m.config, context + max(rows))
+            tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
+                       last_only=True)
+            cache.commit()
+
+            def batch(t: int) -> Callable[[], None]:
+                def run() -> None:
+                    verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
+                    cache.truncate(context)
+                return run
+
+            one = median_time(batch(1), repeats)                # a plain step on these weights
             secs = [one if t == 1 else median_time(batch(t), repeats) for t in rows]
             out += [{"model": model, "threads": threads, "path": path, "rows": t, "ms": 1e3 * s,
                      "decode_steps": s / one} for t, s in zip(rows, secs)]
-        tr.use_wide(False)
+            tr.use_wide(False)
     return out
 
 

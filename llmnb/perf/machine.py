@@ -1,8 +1,12 @@
 """This machine's limits, measured: the two roofs of the roofline model and what sets them.
 
-A roofline needs two numbers per thread count: the peak FLOP/s (here: float32 sgemm, the
-operation a diffusion step repeats) and the memory bandwidth (STREAM's copy and triad,
-McCalpin 1995, plus the float32 matrix @ vector product that AR decoding repeats). Beside
+A roofline needs two numbers per thread count: the peak FLOP/s (here: float32 sgemm
+measured, the operation a diffusion step repeats, so a fraction of it is a "fraction of
+measured sgemm", not of a theoretical peak) and the memory bandwidth. The memory roof is the
+read bandwidth (``read_bandwidth``: the best of numpy's sum, a numba parallel read loop and
+STREAM's copy, McCalpin 1995), because decoding reads weights and writes almost nothing;
+STREAM's triad and the float32 matrix @ vector product (the GEMV an f32 decode repeats: what
+one engine achieves on one layout, not the machine's limit) are reported beside it. Beside
 them: the CPU, its physical cores and caches (from /sys), the BLAS library and kernel
 threadpoolctl reports, and whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE force a kernel.
 
@@ -35,8 +39,8 @@ from llmnb.perf.threads import threads as use_threads
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
-CACHE_VERSION: Final = 1
-MEMORY_ROOFS: Final = ("gemv", "triad", "copy")
+CACHE_VERSION: Final = 2
+MEMORY_ROOFS: Final = ("read", "gemv", "triad", "copy")
 
 
 def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
@@ -135,6 +139,28 @@ def gemv_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5) -> float:
     return float(w.nbytes) / median_time(lambda: w @ x, repeats)
 
 
+def read_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5,
+                   threads: int = 1) -> tuple[float, dict[str, float]]:
+    """Bytes/s read from a float32 array of `n_bytes` (beyond the caches): the best of
+    numpy's sum (split over `threads` workers; numpy releases the GIL) and a numba parallel
+    sum (``llmnb.kernels.read``, at numba's thread setting), with each figure by name."""
+    from llmnb.kernels.read import read_sum
+
+    a: F32 = np.ones(max(threads, n_bytes // 4), dtype=np.float32)
+    parts = _slices(a.size, threads)
+    if threads == 1:
+        numpy_s = median_time(lambda: a.sum(), repeats)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            def run() -> None:
+                for f in [pool.submit(lambda lo, hi: a[lo:hi].sum(), lo, hi) for lo, hi in parts]:
+                    f.result()
+            numpy_s = median_time(run, repeats)
+    numba_s = median_time(lambda: read_sum(a), repeats)
+    figures = {"numpy_sum": a.nbytes / numpy_s, "numba_sum": a.nbytes / numba_s}
+    return max(figures.values()), figures
+
+
 def _slices(n: int, parts: int) -> list[tuple[int, int]]:
     edges = [n * i // parts for i in range(parts + 1)]
     return [(edges[i], edges[i + 1]) for i in range(parts)]
@@ -225,6 +251,7 @@ class MachineFacts:
     copy_gbs: dict[int, float] = field(default_factory=dict)        # threads -> GB/s
     triad_gbs: dict[int, float] = field(default_factory=dict)
     gemv_gbs: dict[int, float] = field(default_factory=dict)
+    read_gbs: dict[int, float] = field(default_factory=dict)        # best read kernel (roof)
 
     @property
     def threads(self) -> list[int]:
@@ -235,17 +262,18 @@ class MachineFacts:
         return ", ".join(f"{b.get('internal_api')} {b.get('version')} {b.get('architecture')}"
                          for b in self.blas) or "none found"
 
-    def roof(self, threads: int, memory: str = "gemv") -> Roof:
-        """The roofline at `threads`: sgemm peak and the `memory` bandwidth. The default is
-        GEMV's: decoding reads weights and writes almost nothing, and on this kind of CPU a
-        read stream runs faster than STREAM's copy or triad, which also write (a roof that
-        decode could beat would be no roof)."""
+    def roof(self, threads: int, memory: str = "read") -> Roof:
+        """The roofline at `threads`: measured sgemm peak and the `memory` bandwidth. The
+        default is the read bandwidth: decoding reads weights and writes almost nothing, and
+        a read stream runs faster than STREAM's triad, which also writes (a roof that decode
+        could beat would be no roof); GEMV's is one engine's achievement, not a limit."""
         if memory not in MEMORY_ROOFS:
             raise UsageError(f"roof: memory must be one of {', '.join(MEMORY_ROOFS)}, got {memory!r}")
         if threads not in self.sgemm_gflops:
             raise UsageError(f"roof: no measurement at {threads} threads "
                              f"(measured: {', '.join(map(str, self.threads))})")
-        gbs = {"triad": self.triad_gbs, "copy": self.copy_gbs, "gemv": self.gemv_gbs}[memory]
+        gbs = {"triad": self.triad_gbs, "copy": self.copy_gbs, "gemv": self.gemv_gbs,
+               "read": self.read_gbs}[memory]
         return Roof(self.sgemm_gflops[threads] * 1e9, gbs[threads] * 1e9,
                     f"{threads} thread{'s' if threads > 1 else ''}, sgemm / {memory}")
 
@@ -262,6 +290,7 @@ class MachineFacts:
             "copy_gbs": {str(k): v for k, v in sorted(self.copy_gbs.items())},
             "triad_gbs": {str(k): v for k, v in sorted(self.triad_gbs.items())},
             "gemv_gbs": {str(k): v for k, v in sorted(self.gemv_gbs.items())},
+            "read_gbs": {str(k): v for k, v in sorted(self.read_gbs.items())},
         }
 
     def lines(self) -> list[str]:
@@ -276,12 +305,12 @@ class MachineFacts:
                f"measured {self.measured_at} (sgemm n={self.sizes.sgemm_n}, stream "
                f"{self.sizes.stream_bytes >> 20} MiB/array, gemv {self.sizes.gemv_bytes >> 20} MiB, "
                f"median of {self.sizes.repeats})",
-               f"{'threads':>8} {'sgemm GFLOP/s':>14} {'copy GB/s':>10} {'triad GB/s':>11} "
-               f"{'gemv GB/s':>10} {'ridge FLOP/B':>13}"]
+               f"{'threads':>8} {'sgemm GFLOP/s':>14} {'read GB/s':>10} {'copy GB/s':>10} "
+               f"{'triad GB/s':>11} {'gemv GB/s':>10} {'ridge FLOP/B':>13}"]
         for n in self.threads:
-            out.append(f"{n:>8} {self.sgemm_gflops[n]:>14.1f} {self.copy_gbs[n]:>10.1f} "
-                       f"{self.triad_gbs[n]:>11.1f} {self.gemv_gbs[n]:>10.1f} "
-                       f"{self.roof(n).ridge:>13.1f}")
+            out.append(f"{n:>8} {self.sgemm_gflops[n]:>14.1f} {self.read_gbs[n]:>10.1f} "
+                       f"{self.copy_gbs[n]:>10.1f} {self.triad_gbs[n]:>11.1f} "
+                       f"{self.gemv_gbs[n]:>10.1f} {self.roof(n).ridge:>13.1f}")
         return out
 
 
@@ -302,6 +331,7 @@ def facts_from_json(d: dict[str, Any]) -> MachineFacts:
         measured_at=str(d["measured_at"]),
         sgemm_gflops=_int_keys(d["sgemm_gflops"]), copy_gbs=_int_keys(d["copy_gbs"]),
         triad_gbs=_int_keys(d["triad_gbs"]), gemv_gbs=_int_keys(d["gemv_gbs"]),
+        read_gbs=_int_keys(d.get("read_gbs") or d["gemv_gbs"]),   # records before the read roof
     )
 
 
@@ -319,7 +349,8 @@ def describe(sizes: ProbeSizes = FULL) -> MachineFacts:
 
 def measure(facts: MachineFacts, threads: Sequence[int],
             progress: Callable[[str], None] | None = None) -> MachineFacts:
-    """Measure sgemm, copy, triad and GEMV at each thread count into `facts` (and return it)."""
+    """Measure sgemm, read, copy, triad and GEMV at each thread count into `facts` (and
+    return it); the read roof is the best of the read kernels and STREAM's copy."""
     s = facts.sizes
     for t in threads:
         n = int(t)
@@ -330,8 +361,10 @@ def measure(facts: MachineFacts, threads: Sequence[int],
         with use_threads(n):
             facts.sgemm_gflops[n] = sgemm_gflops(s.sgemm_n, s.repeats)
             facts.gemv_gbs[n] = gemv_bandwidth(s.gemv_bytes, s.repeats) / 1e9
+            read = read_bandwidth(s.gemv_bytes, s.repeats, n)[0] / 1e9
         facts.copy_gbs[n] = stream_bandwidth("copy", s.stream_bytes, n, s.repeats) / 1e9
         facts.triad_gbs[n] = stream_bandwidth("triad", s.stream_bytes, n, s.repeats) / 1e9
+        facts.read_gbs[n] = max(read, facts.copy_gbs[n])
     facts.measured_at = time.strftime("%Y-%m-%d %H:%M:%S")
     return facts
 
@@ -388,6 +421,7 @@ def probe(threads: Sequence[int] | None = None, sizes: ProbeSizes = FULL,
             # the description is re-read (env vars may differ); the roofs are the stored ones
             facts.sgemm_gflops, facts.copy_gbs = old.sgemm_gflops, old.copy_gbs
             facts.triad_gbs, facts.gemv_gbs = old.triad_gbs, old.gemv_gbs
+            facts.read_gbs = old.read_gbs
             facts.measured_at = old.measured_at
             return facts
     measure(facts, wanted, progress)

@@ -1,8 +1,10 @@
 """``llmnb.threads(n)``: one setting for every thread pool llmnb's arithmetic uses.
 
-numpy's BLAS (OpenBLAS, via threadpoolctl) and numexpr each keep their own pool, and
-numexpr picks its own default; setting both in one place makes thread counts, and so
-benchmark figures, deterministic.
+numpy's BLAS (OpenBLAS, via threadpoolctl), numexpr and numba (``llmnb.kernels``) each
+keep their own pool, and each picks its own default; setting all three in one place makes
+thread counts, and so benchmark figures, deterministic. They never run at once: a numba
+kernel calls no BLAS, and numpy calls happen between kernels, so n threads each is not
+oversubscription.
 """
 from __future__ import annotations
 
@@ -13,16 +15,19 @@ import numexpr
 from threadpoolctl import threadpool_limits
 
 from llmnb.errors import UsageError
+from llmnb.kernels.threads import set_threads as set_kernel_threads
 
 
 @contextmanager
 def threads(n: int) -> Iterator[None]:
-    """Run the block with `n` BLAS threads and `n` numexpr threads, then restore both."""
+    """Run the block with `n` BLAS, numexpr and numba threads, then restore all three."""
     if n < 1:
         raise UsageError(f"threads: expected a positive number of threads, got {n}")
     with threadpool_limits(limits=n):
         previous = numexpr.set_num_threads(n)
+        previous_kernels = set_kernel_threads(n)
         try:
             yield
         finally:
+            set_kernel_threads(previous_kernels)
             numexpr.set_num_threads(previous)

@@ -8,30 +8,42 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Final
 
 import tokenizers
 
 from llmnb.tokenizer.byte_bpe import byte_bpe_spec
 from llmnb.tokenizer.errors import TokenizerError
-from llmnb.tokenizer.sentencepiece import sentencepiece_spec
+from llmnb.tokenizer.sentencepiece import gemma4_spec, sentencepiece_spec
 from llmnb.tokenizer.tokenizer import Tokenizer
-from llmnb.tokenizer.vocab import EOT_TEXTS, KEY_TOKENS, SpecialIds, read_vocab
+from llmnb.tokenizer.vocab import EOT_TEXTS, KEY_TOKENS, SpecialIds, Vocab, read_vocab
+from llmnb.tokenizer.wordpiece import wordpiece_spec
+
+# tokenizer.ggml.model -> the builder of its tokenizers JSON
+SPEC_BUILDERS: Final[dict[str, Callable[[Vocab], dict[str, object]]]] = {
+    "gpt2": byte_bpe_spec, "llama": sentencepiece_spec, "gemma4": gemma4_spec,
+    "bert": wordpiece_spec,
+}
 
 
 def tokenizer_from_metadata(metadata: Mapping[str, object], source: str) -> Tokenizer:
     """The tokenizer a GGUF describes. ``metadata`` is ``llmnb.gguf.open(path).metadata``;
     ``source`` (the file path) names the file in error messages."""
     vocab = read_vocab(metadata, source)
-    spec = byte_bpe_spec(vocab) if vocab.model == "gpt2" else sentencepiece_spec(vocab)
+    spec = SPEC_BUILDERS[vocab.model](vocab)
     try:
         hf = tokenizers.Tokenizer.from_str(json.dumps(spec, ensure_ascii=False))
     except Exception as e:   # the Rust side reports e.g. a merge whose halves are not tokens
         raise TokenizerError(source, KEY_TOKENS,
                              f"a vocabulary the BPE model accepts; tokenizers said: {e}") from None
+    model = spec.get("model")
+    # byte-level BPE's placeholder for bytes without a token sits past the vocabulary
+    dropped = len(vocab.tokens) if isinstance(model, dict) and model.get("unk_token") else None
     return Tokenizer(hf, vocab.tokens, vocab.special, kind=vocab.model, pre=vocab.pre,
-                     add_bos=vocab.add_bos, add_eos=vocab.add_eos,
+                     add_bos=vocab.add_bos, add_eos=vocab.add_eos, add_sep=vocab.add_sep,
+                     dropped_id=dropped if vocab.model == "gpt2" else None,
                      add_space_prefix=vocab.add_space_prefix,
                      chat_template=vocab.chat_template, source=source)
 

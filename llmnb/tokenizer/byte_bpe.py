@@ -33,6 +33,8 @@ def bytes_to_unicode() -> dict[int, str]:
 
 BYTE_TO_CHAR: Final = bytes_to_unicode()
 CHAR_TO_BYTE: Final = {c: b for b, c in BYTE_TO_CHAR.items()}
+# The placeholder for a byte the vocabulary has no token for (see byte_bpe_spec).
+UNKNOWN_BYTE: Final = "<llmnb:byte-without-token>"
 
 
 def split_merges(merges: list[str], source: str) -> list[list[str]]:
@@ -65,8 +67,16 @@ def byte_bpe_spec(vocab: Vocab) -> dict[str, object]:
                              f"got {vocab.pre!r}")
     regexes, ignore_merges = choice
     ids = {t: i for i, t in enumerate(vocab.tokens)}    # a repeated text keeps its last id
+    # A byte with no token (Falcon, MPT, StarCoder lack a few) still keeps its place in the
+    # word in llama.cpp, so the bytes around it do not merge across it, and is dropped from the
+    # output. tokenizers' BPE would skip it before merging; as the unknown token it stays put,
+    # under an id past the vocabulary that encode() then drops (UNKNOWN_BYTE_ID).
+    unk = None
+    if any(ch not in ids for ch in BYTE_TO_CHAR.values()):
+        unk = UNKNOWN_BYTE
+        ids[UNKNOWN_BYTE] = len(vocab.tokens)
     model: dict[str, object] = {
-        "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+        "type": "BPE", "dropout": None, "unk_token": unk, "continuing_subword_prefix": None,
         "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
         "ignore_merges": ignore_merges, "vocab": ids,
         "merges": merges_for_json(vocab.merges, vocab.source),

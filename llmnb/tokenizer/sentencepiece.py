@@ -1,4 +1,5 @@
-"""SentencePiece BPE (``tokenizer.ggml.model = llama``): Llama 1/2, Mistral, Gemma.
+"""SentencePiece BPE (``tokenizer.ggml.model = llama``): Llama 1/2, Mistral, Gemma 1-3;
+and Gemma 4's variant with explicit merges (``tokenizer.ggml.model = gemma4``).
 
 Spaces become '▁' (U+2581), a '▁' is prepended when ``add_space_prefix`` is set, and the text
 is split into characters; then the adjacent pair whose concatenation is the vocabulary piece
@@ -9,6 +10,7 @@ piece into two pieces that both exist is a merge, ranked by the merged piece's s
 """
 from __future__ import annotations
 
+from llmnb.tokenizer.byte_bpe import merges_for_json
 from llmnb.tokenizer.errors import TokenizerError
 from llmnb.tokenizer.vocab import KEY_TOKENS, TOKEN_BYTE, Vocab, added_tokens_spec
 
@@ -43,7 +45,37 @@ def sentencepiece_spec(vocab: Vocab) -> dict[str, object]:
         unk = next((i for i, t in enumerate(vocab.tokens) if t == "<unk>"), 0)
     if not vocab.tokens:
         raise TokenizerError(vocab.source, KEY_TOKENS, "at least one token")
-    has_bytes = any(t == TOKEN_BYTE for t in vocab.types)
+    model: dict[str, object] = {
+        "type": "BPE", "dropout": None, "unk_token": vocab.tokens[unk],
+        "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True,
+        "byte_fallback": any(t == TOKEN_BYTE for t in vocab.types), "ignore_merges": False,
+        "vocab": {t: i for i, t in enumerate(vocab.tokens)},
+        "merges": merges_from_scores(vocab.tokens, vocab.types, vocab.scores),
+    }
+    return escaped_bpe_spec(vocab, model, pre_tokenizer=None)
+
+
+def gemma4_spec(vocab: Vocab) -> dict[str, object]:
+    """The ``tokenizers`` JSON for Gemma 4's vocabulary (``tokenizer.ggml.model = gemma4``):
+    SentencePiece's '▁' spaces, but BPE from the file's ranked merges, over raw UTF-8 with
+    ``<0xNN>`` byte fallback, and lines and runs of newlines merged apart (llama.cpp's
+    ``[^\\n]+|[\\n]+`` split). A run of newlines that is a token comes out whole from its
+    merges, as llama.cpp emits it."""
+    model: dict[str, object] = {
+        "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+        "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": True,
+        "ignore_merges": False, "vocab": {t: i for i, t in enumerate(vocab.tokens)},
+        "merges": merges_for_json(vocab.merges, vocab.source),
+    }
+    lines = {"type": "Split", "pattern": {"Regex": "\n+"}, "behavior": "Isolated",
+             "invert": False}
+    return escaped_bpe_spec(vocab, model, pre_tokenizer=lines)
+
+
+def escaped_bpe_spec(vocab: Vocab, model: dict[str, object],
+                     pre_tokenizer: dict[str, object] | None) -> dict[str, object]:
+    """A BPE ``model`` over text whose spaces are '▁' (with one prepended when
+    ``add_space_prefix``), decoded back through '▁' -> ' ' and byte fallback."""
     normalizers: list[dict[str, object]] = []
     if vocab.add_space_prefix:
         normalizers.append({"type": "Prepend", "prepend": SPACE})
@@ -55,18 +87,11 @@ def sentencepiece_spec(vocab: Vocab) -> dict[str, object]:
     ]
     if vocab.add_space_prefix:
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
-    model: dict[str, object] = {
-        "type": "BPE", "dropout": None, "unk_token": vocab.tokens[unk],
-        "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True,
-        "byte_fallback": has_bytes, "ignore_merges": False,
-        "vocab": {t: i for i, t in enumerate(vocab.tokens)},
-        "merges": merges_from_scores(vocab.tokens, vocab.types, vocab.scores),
-    }
     return {
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": added_tokens_spec(vocab.tokens, vocab.types),
         "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": None,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
         "decoder": {"type": "Sequence", "decoders": decoders},
         "model": model,

@@ -22,6 +22,7 @@ from llmnb.tokenizer.chat import builtin_template, render_chat
 from llmnb.tokenizer.errors import TokenizerError
 from llmnb.tokenizer.sentencepiece import sentencepiece_token_bytes
 from llmnb.tokenizer.vocab import SpecialIds
+from llmnb.tokenizer.wordpiece import wordpiece_token_bytes
 
 
 class Tokenizer:
@@ -29,11 +30,13 @@ class Tokenizer:
 
     def __init__(self, hf: tokenizers.Tokenizer, tokens: Sequence[str], special: SpecialIds, *,
                  kind: str, pre: str, add_bos: bool = False, add_eos: bool = False,
-                 add_space_prefix: bool = False, chat_template: str | None = None,
+                 add_sep: bool = False, add_space_prefix: bool = False,
+                 dropped_id: int | None = None, chat_template: str | None = None,
                  source: str = "<memory>") -> None:
         self.hf = hf                    # the Rust tokenizer (exposed for inspection)
         self.tokens = list(tokens)      # id -> token text as stored in the file
-        self.kind = kind                # "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
+        self.kind = kind                # tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama"
+                                        # (SentencePiece BPE), "gemma4", "bert" (WordPiece)
         self.pre = pre                  # pre-tokenizer name ("smollm", "qwen2", ...)
         self.bos_id = special.bos
         self.eos_id = special.eos
@@ -41,12 +44,15 @@ class Tokenizer:
         self.pad_id = special.pad
         self.unk_id = special.unk
         self.mask_id = special.mask
+        self.sep_id = special.sep
         self.add_bos = add_bos          # the model expects BOS at the start of a prompt
         self.add_eos = add_eos
+        self.add_sep = add_sep          # WordPiece: [SEP] closes the text
         self.add_space_prefix = add_space_prefix   # SentencePiece: '▁' before the text
         self.chat_template = chat_template
         self.source = source
         self._added_ids: set[int] | None = None
+        self._dropped_id = dropped_id    # an id the Rust side emits that llama.cpp drops
 
     # -- sizes and ids ------------------------------------------------------------------
     @property
@@ -82,8 +88,10 @@ class Tokenizer:
             return text.encode("utf-8")
         if self.kind == "gpt2":
             return byte_bpe_token_bytes(text)
-        if self.kind == "llama":
+        if self.kind in ("llama", "gemma4"):
             return sentencepiece_token_bytes(text)
+        if self.kind == "bert":
+            return wordpiece_token_bytes(text)
         return self.decode([tid]).encode("utf-8")
 
     # -- text <-> ids -------------------------------------------------------------------
@@ -94,11 +102,15 @@ class Tokenizer:
         # encode_special_tokens=True makes the Rust side treat special added tokens as text.
         self.hf.encode_special_tokens = not special
         ids: list[int] = self.hf.encode(text, add_special_tokens=False).ids
+        if self._dropped_id is not None:
+            ids = [i for i in ids if i != self._dropped_id]
         if add_special:
             if self.add_bos and self.bos_id is not None:
                 ids.insert(0, self.bos_id)
             if self.add_eos and self.eos_id is not None:
                 ids.append(self.eos_id)
+            if self.add_sep and self.sep_id is not None:
+                ids.append(self.sep_id)
         return ids
 
     def decode(self, ids: Iterable[SupportsIndex]) -> str:
@@ -109,6 +121,14 @@ class Tokenizer:
             if not 0 <= i < len(self.tokens):
                 raise TokenizerError(self.source, "token id",
                                      f"0 <= id < {len(self.tokens)}, got {i}")
+        if self.kind in ("gpt2", "bert"):
+            # the pieces' bytes joined, as llama.cpp detokenizes: byte-level BPE's decoder would
+            # read a user-defined token's text ('ö') as byte-alphabet characters, and
+            # WordPiece's Hugging Face keys are not the file's pieces
+            joined = b"".join(self.token_bytes(i) for i in plain).decode("utf-8", "replace")
+            if self.kind == "bert" and joined.startswith(" "):
+                joined = joined[1:]     # the space that opens the first word (as BERT does)
+            return joined
         text: str = self.hf.decode(plain, skip_special_tokens=False)
         return text
 

@@ -60,20 +60,35 @@ SPECIAL_ID_KEYS: Final = {
     "bos": "tokenizer.ggml.bos_token_id", "eos": "tokenizer.ggml.eos_token_id",
     "eot": "tokenizer.ggml.eot_token_id", "pad": "tokenizer.ggml.padding_token_id",
     "unk": "tokenizer.ggml.unknown_token_id", "mask": "tokenizer.ggml.mask_token_id",
+    "sep": "tokenizer.ggml.seperator_token_id",      # (sic: GGUF's spelling)
 }
+
+# The vocabulary kinds (``tokenizer.ggml.model``) llmnb builds, and what each one is.
+MODELS: Final = {
+    "gpt2": "byte-level BPE",
+    "llama": "SentencePiece BPE with scores",
+    "gemma4": "SentencePiece-style BPE with merges",
+    "bert": "WordPiece",
+}
+
+# llama.cpp's special ids for WordPiece vocabularies when the file names none (BERT's
+# [CLS] = BOS, [UNK], [SEP], [PAD], [MASK]).
+WORDPIECE_DEFAULT_IDS: Final = {"bos": 101, "unk": 100, "sep": 102, "pad": 0, "mask": 103}
 
 
 class SpecialIds:
     """The special token ids of a vocabulary (None where the model has none)."""
 
     def __init__(self, bos: int | None = None, eos: int | None = None, eot: int | None = None,
-                 pad: int | None = None, unk: int | None = None, mask: int | None = None) -> None:
+                 pad: int | None = None, unk: int | None = None, mask: int | None = None,
+                 sep: int | None = None) -> None:
         self.bos = bos
         self.eos = eos
         self.eot = eot
         self.pad = pad
         self.unk = unk
         self.mask = mask
+        self.sep = sep
 
 
 class Vocab:
@@ -82,7 +97,8 @@ class Vocab:
     def __init__(self, model: str, pre: str, tokens: list[str], types: list[int],
                  scores: list[float], merges: list[str], special: SpecialIds,
                  add_bos: bool, add_eos: bool, add_space_prefix: bool,
-                 chat_template: str | None, source: str) -> None:
+                 chat_template: str | None, source: str, add_sep: bool = False,
+                 lowercase: bool = False, strip_accents: bool = False) -> None:
         self.model = model
         self.pre = pre
         self.tokens = tokens
@@ -95,15 +111,19 @@ class Vocab:
         self.add_space_prefix = add_space_prefix
         self.chat_template = chat_template
         self.source = source
+        self.add_sep = add_sep                # WordPiece: [SEP] after the text
+        self.lowercase = lowercase            # WordPiece normaliser options
+        self.strip_accents = strip_accents
 
 
 def read_vocab(md: Mapping[str, object], source: str) -> Vocab:
     """Check and collect the tokenizer keys of ``md`` (the dict ``llmnb.gguf.open(p).metadata``)."""
     model = _str(md, KEY_MODEL, source, None)
-    if model not in ("gpt2", "llama"):
-        raise TokenizerError(source, KEY_MODEL,
-                             f"'gpt2' (byte-level BPE) or 'llama' (SentencePiece), got {model!r}")
-    pre = _str(md, KEY_PRE, source, "default")
+    if model not in MODELS:
+        kinds = ", ".join(f"{k!r} ({v})" for k, v in MODELS.items())
+        raise TokenizerError(source, KEY_MODEL, f"one of {kinds}, got {model!r}")
+    # llama.cpp reads the pre-tokenizer name for byte-level BPE only; Gemma 4 has its own.
+    pre = {"gpt2": _str(md, KEY_PRE, source, "default"), "gemma4": "gemma4"}.get(model, "default")
     tokens = _str_list(md, KEY_TOKENS, source)
     n = len(tokens)
     if n == 0:
@@ -118,6 +138,7 @@ def read_vocab(md: Mapping[str, object], source: str) -> Vocab:
             types_int[i] = TOKEN_CONTROL
         elif t in USER_DEFINED_TEXTS:
             types_int[i] = TOKEN_USER_DEFINED
+    demote_markers(tokens, types_int)
     scores: list[float] = []
     merges: list[str] = []
     if model == "llama":
@@ -125,10 +146,14 @@ def read_vocab(md: Mapping[str, object], source: str) -> Vocab:
             raise TokenizerError(source, KEY_SCORES,
                                  "one score per token (SentencePiece vocabularies need them)")
         scores = [float(s) for s in _num_list(md, KEY_SCORES, source, n, integer=False)]
-    else:
+    elif model in ("gpt2", "gemma4"):
         merges = _str_list(md, KEY_MERGES, source)
 
     special = SpecialIds()
+    if model == "bert":
+        for name, tid in WORDPIECE_DEFAULT_IDS.items():
+            if tid < n:
+                setattr(special, name, tid)
     for name, key in SPECIAL_ID_KEYS.items():
         value = md.get(key)
         if value is None:
@@ -144,17 +169,40 @@ def read_vocab(md: Mapping[str, object], source: str) -> Vocab:
 
     # llama.cpp's defaults: SentencePiece adds BOS and a space prefix, byte-level BPE neither
     # (except the Llama 3 pre-tokenizer, which adds BOS); the file's flags override them.
-    default_bos = model == "llama" or pre in ("llama3", "llama-v3", "llama-bpe")
+    # Gemma 4 always adds BOS; WordPiece always adds [CLS] and [SEP] (llama.cpp ignores
+    # the flags for it).
+    default_bos = model in ("llama", "bert") or pre in ("llama3", "llama-v3", "llama-bpe")
     add_bos = _bool(md, "tokenizer.ggml.add_bos_token", source, default_bos)
     add_eos = _bool(md, "tokenizer.ggml.add_eos_token", source, False)
+    add_sep = model == "bert"
+    if model in ("gemma4", "bert"):
+        add_bos = True
     add_space_prefix = _bool(md, "tokenizer.ggml.add_space_prefix", source, model == "llama")
-    if model == "gpt2":
-        add_space_prefix = False   # llama.cpp ignores the flag for byte-level BPE
+    if model != "llama":
+        add_space_prefix = False   # llama.cpp reads the flag for SentencePiece only
+    # BERT's normaliser: lowercase, and strip accents unless told otherwise (llama.cpp's
+    # defaults; its keys are read for every kind, used by WordPiece only)
+    lowercase = _bool(md, "tokenizer.ggml.normalizer.lowercase", source, True)
+    strip_accents = _bool(md, "tokenizer.ggml.normalizer.strip_accents", source, lowercase)
     template = md.get(KEY_TEMPLATE)
     if template is not None and not isinstance(template, str):
         raise TokenizerError(source, KEY_TEMPLATE, f"a string, got {type(template).__name__}")
     return Vocab(model, pre, tokens, types_int, scores, merges, special, add_bos, add_eos,
-                 add_space_prefix, template, source)
+                 add_space_prefix, template, source, add_sep=add_sep, lowercase=lowercase,
+                 strip_accents=strip_accents)
+
+
+def demote_markers(tokens: Sequence[str], types: list[int]) -> None:
+    """llama.cpp's two exceptions to ``CONTROL_TEXTS``, applied to ``types`` in place: in
+    vocabularies with Gemma 4's or PLaMo 2's own end markers '</s>' is ordinary text, and
+    in gpt-oss's and Solar Open's (which end turns with '<|return|>'/'<|call|>' or
+    '<|calls|>'/'<|flush|>') '<|end|>' is user-defined, always matched but not an end."""
+    index = {t: i for i, t in enumerate(tokens) if t.startswith(("<", "["))}
+    if "</s>" in index and ("<|tool_response>" in index or "<|plamo:eos|>" in index):
+        types[index["</s>"]] = TOKEN_NORMAL
+    has_call = "<|call|>" in index or "<|calls|>" in index
+    if "<|end|>" in index and has_call and ("<|return|>" in index or "<|flush|>" in index):
+        types[index["<|end|>"]] = TOKEN_USER_DEFINED
 
 
 def find_eot(tokens: Sequence[str]) -> int | None:

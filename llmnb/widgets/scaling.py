@@ -20,7 +20,7 @@ from llmnb.perf.scaling import AR, DIFFUSION, OnPoint, ScalingPoint, thread_swee
 from llmnb.widgets.roofline import figure_png
 
 CSS_CLASS = "llmnb-scaling-runner"
-LABELS = {AR: "AR decode (tok/s)", DIFFUSION: "diffusion step (tok/s at T=16)"}
+LABELS = {AR: "AR decode (tok/s)", DIFFUSION: "diffusion step (tok/s at 16 steps)"}
 COLORS = {AR: "tab:red", DIFFUSION: "tab:blue"}
 
 

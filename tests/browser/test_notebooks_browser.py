@@ -8,12 +8,15 @@ nothing outside localhost is reachable), runs all cells and checks the page the 
 would see it.
 
 Which notebooks: the ones whose code displays widgets (found by reading their code cells), and
-at least 08_roofline (the roofline explorer and the thread-scaling runner) and
-12_masked_diffusion (the denoising viewer), which also get a check that their control changes
-what the widget shows. Every notebook's code already runs under nbval; a notebook without
-widgets has nothing more for a browser to find, while each one opened costs a page load, a
-kernel and a second run of all its cells (notebook 12: about 25 s here against nbval's 4 s), so
-opening all of them would slow CI by minutes for no new check.
+at least those with a check that moving a control changes what the widget shows:
+04_transformer (the attention explorer), 06_sampling (the next-token explorer), 08_roofline
+(the roofline explorer and the thread-scaling runner), 12_masked_diffusion (the denoising
+viewer) and tests/browser/canvas_viewer.ipynb (the diffusion canvas viewer on the tiny
+model). Every notebook's code already runs under nbval; a notebook without widgets has nothing
+more for a browser to find, while each one opened costs a page load, a kernel and a second run
+of all its cells (notebook 12: about 25 s here against nbval's 4 s), so opening all of them
+would slow CI by minutes for no new check. The server's root is the repository, so the
+notebooks are opened as notebooks/NN_name.ipynb.
 
 Each notebook must finish without an error output; every widget output must render as a widget
 (not a text repr, not a widget error). Screenshots of the checked widgets go to
@@ -49,6 +52,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+HERE = Path(__file__).resolve().parent
 OUT = ROOT / "test-output" / "browser"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STDERR_MIME = "application/vnd.jupyter.stderr"
@@ -91,13 +95,14 @@ def _chromium() -> str:
 
 
 def widget_notebooks() -> list[str]:
-    """Notebooks whose code cells use ipywidgets or llmnb.widgets, plus the checked ones."""
+    """Notebooks (paths from the repository root) whose code cells use ipywidgets or
+    llmnb.widgets' explorers, plus the checked ones."""
     names = set(CHECKS)
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        if re.search(r"\bipywidgets\b|\bllmnb\.widgets\b|from llmnb import widgets", code):
-            names.add(path.name)
+        if re.search(r"\bipywidgets\b|_explorer\(|_runner\(|_viewer\(", code):
+            names.add(path.relative_to(ROOT).as_posix())
     return sorted(names)
 
 
@@ -169,7 +174,7 @@ def lab() -> Iterator[Lab]:
     port, token = _free_port(), secrets.token_hex(24)
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={NOTEBOOKS}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}",
            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'ws'}",
            f"--FileCheckpoints.checkpoint_dir={tmp / 'checkpoints'}",
            "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
@@ -182,7 +187,7 @@ def lab() -> Iterator[Lab]:
     log = tmp / "server.log"
     server = Lab(f"http://127.0.0.1:{port}", token, log)
     with open(log, "wb") as log_file:
-        proc = subprocess.Popen(cmd, cwd=NOTEBOOKS, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_end_with_this_process)
     try:
@@ -422,11 +427,11 @@ def check_denoising_viewer(page: Any) -> None:
     assert slider.locator(".widget-readout").inner_text() == "1"
     before = view.inner_text()
     assert "▒" in before, f"the first step should still show masks: {before!r}"
-    _shot(box, "11_denoising_viewer_step1.png")
+    _shot(box, "12_denoising_viewer_step1.png")
     assert _step_right(slider) == "2"
     after = _wait_change(page, view.inner_text, before, "the denoising view")
     assert after.count("▒") < before.count("▒"), (before, after)
-    _shot(box, "11_denoising_viewer_step2.png")
+    _shot(box, "12_denoising_viewer_step2.png")
 
 
 def _plot_images(container: Any) -> list[str]:
@@ -460,9 +465,83 @@ def check_roofline(page: Any) -> None:
     _shot(runner, "08_scaling_runner.png")
 
 
+def _explorer(page: Any, css: str) -> Any:
+    """The one widget with CSS class `css`, rendered, its plot loaded."""
+    found = page.locator(f".{css}")
+    assert found.count() == 1, f"expected one .{css} in the page, found {found.count()}"
+    box = found.first
+    assert box.bounding_box() and box.bounding_box()["height"] > 20
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.{css} img')]"
+        ".some(i => i.complete && i.naturalWidth > 0)", timeout=30_000)
+    return box
+
+
+def _moves_plot(page: Any, box: Any, css: str, slider: str) -> str:
+    """Step `slider` one notch right; the plot's image must change, in its pixels too."""
+    plot = box.locator("img").first
+    images, pixels = _plot_images(box), plot.screenshot()
+    readout = _step_right(_slider(box, slider))
+    _wait_change(page, lambda: _plot_images(box), images, f"the plot of .{css} after {slider}")
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.{css} img')]"
+        ".every(i => i.complete && i.naturalWidth > 0)", timeout=30_000)
+    assert plot.screenshot() != pixels, f"{slider}: the plot's image changed but its pixels did not"
+    return readout
+
+
+def check_attention_explorer(page: Any) -> None:
+    """Notebook 04: moving the layer, then the head, redraws the attention map."""
+    css = "llmnb-attention-explorer"
+    box = _explorer(page, css)
+    _shot(box, "04_attention_explorer_before.png")
+    assert _moves_plot(page, box, css, "layer") == "17"
+    status = box.locator(".widget-html-content").last.inner_text()
+    assert _moves_plot(page, box, css, "head") == "1"
+    assert "tokens; the last query attends most to" in status, status
+    _shot(box, "04_attention_explorer_after.png")
+
+
+def check_next_token_explorer(page: Any) -> None:
+    """Notebook 06: moving temperature, then top-k, redraws the distribution."""
+    css = "llmnb-next-token-explorer"
+    box = _explorer(page, css)
+    _shot(box, "06_next_token_explorer_before.png")
+    assert _moves_plot(page, box, css, "temperature") == "0.85"
+    assert _moves_plot(page, box, css, "top-k") == "41"
+    assert "tokens can be drawn" in box.locator(".widget-html-content").last.inner_text()
+    _shot(box, "06_next_token_explorer_after.png")
+
+
+def check_canvas_viewer(page: Any) -> None:
+    """The canvas viewer: each step to the right commits positions in the many-step run, and
+    the one-step run stays complete."""
+    box = page.locator(".llmnb-canvas-viewer")
+    assert box.count() == 1, f"expected one .llmnb-canvas-viewer, found {box.count()}"
+    box = box.first
+    slider = _slider(box, "step")
+    views = box.locator(".llmnb-canvas")
+    assert views.count() == 2, f"expected two runs side by side, found {views.count()}"
+    one, many = views.nth(0), views.nth(1)
+    assert one.inner_text().count("▒") == 0, "the one-step run should be fully committed"
+    before = first = many.inner_text()
+    assert "▒" in first, f"the first of many steps should still show masks: {first!r}"
+    _shot(box, "canvas_viewer_step1.png")
+    for step in range(2, 5):
+        assert _step_right(slider) == str(step)
+        after = _wait_change(page, many.inner_text, before, "the many-step canvas")
+        assert f"step {step} of" in after and after.count("▒") < before.count("▒"), (before, after)
+        before = after
+    assert one.inner_text().count("▒") == 0, "the one-step run changed"
+    _shot(box, "canvas_viewer_step4.png")
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
-    "08_roofline.ipynb": check_roofline,
-    "12_masked_diffusion.ipynb": check_denoising_viewer,
+    "notebooks/04_transformer.ipynb": check_attention_explorer,
+    "notebooks/06_sampling.ipynb": check_next_token_explorer,
+    "notebooks/08_roofline.ipynb": check_roofline,
+    "notebooks/12_masked_diffusion.ipynb": check_denoising_viewer,
+    "tests/browser/canvas_viewer.ipynb": check_canvas_viewer,
 }
 
 
@@ -473,7 +552,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
 @pytest.mark.parametrize("name", widget_notebooks())
 def test_notebook_runs_clean_and_its_widgets_render_and_respond(
         name: str, browser: Any, lab: Lab) -> None:
-    path = NOTEBOOKS / name
+    path = ROOT / name
     assert path.exists(), f"{path} is missing"
     writes: list[str] = []
     context, page, page_errors = open_page(browser, lab, writes)

@@ -1,0 +1,121 @@
+"""``llmnb bench ladder``: training-free parallel decoding, measured in forwards per answer.
+
+On the tiny diffusion models, single- and multi-answer held-out prompts apart (``heldout.py``),
+48 positions, one thread, each method against the reference, 16 steps of low_confidence
+(LLaDA's: the even schedule, probability order, no cache). Per method: forwards per answer
+(NFE), committed tokens per forward (canvas positions, and useful ones: up to the first end
+of text), recomputed rows per forward, wall time per answer (the denoising loop), validity,
+fidelity (tokens equal to the reference's), and relative to the reference: NFE ratio,
+validity difference in points, speed-up.
+
+The rungs: one step; entropy_exit (diffuse-cpp); Fast-dLLM's threshold and factor; EB-Sampler
+(diffusers' defaults, seeded, and greedy); KLASS; WINO; and on the reference's 16 steps the
+caches: diffuse-cpp's, Fast-dLLM's prefix and dual (blocks of 24), elastic (windows of 16
+and 8), DPad's suffix window (blocks of 16, 8 positions beyond), dual with the suffix window;
+and Fast-dLLM's threshold with its dual cache and with elastic, the pairings of their papers.
+
+Targets (issue notes, multi-answer prompts): some method needs at least 3x fewer forwards
+than the reference at no more than 1 point lower validity; some cache beats the dual
+cache's speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them;
+``best`` picks the method the break-even of the notebooks is built on.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from llmnb.errors import UsageError
+from llmnb.perf.heldout import kinds, on_tiny_models, run_settings
+
+REFERENCE = "low_confidence, 16 steps"
+BASE: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
+                        "remasking": "probability", "cache": False}
+OWN_RULE: dict[str, Any] = {"remasking": None}           # the scheduler's own rule
+METHODS: dict[str, dict[str, Any]] = {
+    REFERENCE: {},
+    "one step": {"steps": 1},
+    "entropy_exit": {"scheduler": "entropy_exit"} | OWN_RULE,
+    "threshold 0.9": {"scheduler": "threshold"} | OWN_RULE,
+    "factor 1": {"scheduler": "factor"} | OWN_RULE,
+    "entropy_bound": {"scheduler": "entropy_bound"} | OWN_RULE,
+    "entropy_bound, greedy": {"scheduler": "entropy_bound", "eb_temperature": (0.0, 0.0)}
+                             | OWN_RULE,
+    "klass": {"scheduler": "klass"} | OWN_RULE,
+    "wino": {"scheduler": "wino"} | OWN_RULE,
+    "cache: diffuse-cpp": {"cache": True},
+    "cache: prefix, blocks of 24": {"cache": True, "cache_policy": "prefix", "block_length": 24},
+    "cache: dual, blocks of 24": {"cache": True, "cache_policy": "dual", "block_length": 24},
+    "cache: elastic": {"cache": True, "cache_policy": "elastic"},
+    "cache: elastic, window 8": {"cache": True, "cache_policy": "elastic", "elastic_window": 8},
+    "suffix window 8, blocks of 16": {"block_length": 16, "steps": 15, "suffix_window": 8},
+    "cache: dual + suffix window 8, blocks of 16": {"cache": True, "cache_policy": "dual",
+                                                    "block_length": 16, "steps": 15,
+                                                    "suffix_window": 8},
+    "threshold 0.9 + cache: dual, blocks of 24": {"scheduler": "threshold", "cache": True,
+                                                  "cache_policy": "dual", "block_length": 24}
+                                                 | OWN_RULE,
+    "threshold 0.9 + cache: elastic": {"scheduler": "threshold", "cache": True,
+                                       "cache_policy": "elastic"} | OWN_RULE,
+}
+DUAL = "cache: dual, blocks of 24"
+
+
+def ladder_worker(model_path: str, heldout: str, per_kind: int,
+                  methods: list[str] | None = None) -> list[dict[str, Any]]:
+    """One tiny diffusion model, 1 thread: each method on up to `per_kind` prompts of each
+    kind, the reference first; rows of figures."""
+    names = [REFERENCE] + [n for n in (methods or list(METHODS)) if n != REFERENCE]
+    settings = {n: BASE | METHODS[n] for n in names}
+    rows: list[dict[str, Any]] = []
+    for m, kind, chosen in kinds(model_path, heldout, per_kind, BASE):
+        tallies, _ = run_settings(m, chosen, settings, {n: REFERENCE for n in names})
+        base, ref = tallies[REFERENCE], tallies[REFERENCE].row()
+        for name, tally in tallies.items():
+            row = tally.row()
+            rows.append({"model": Path(model_path).stem, "kind": kind, "method": name} | row
+                        | {"nfe_ratio": ref["nfe"] / row["nfe"],
+                           "validity_delta": 100 * (row["validity"] - ref["validity"]),
+                           "speedup": base.seconds / tally.seconds if tally.seconds else 0.0,
+                           "remasked": tally.remasked})
+    return rows
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    """Per model, on the multi-answer prompts: the methods that meet each target."""
+    out = []
+    for model in sorted({r["model"] for r in rows}):
+        multi = {r["method"]: r for r in rows if r["model"] == model and r["kind"] == "multi"}
+        if not multi:
+            out.append(f"{model}: no multi-answer prompts in this held-out set")
+            continue
+        fewer = [f"{n} ({r['nfe_ratio']:.1f}x, {r['validity_delta']:+.1f} pt)"
+                 for n, r in multi.items() if r["nfe_ratio"] >= 3 and r["validity_delta"] >= -1]
+        dual = multi[DUAL]["speedup"] if DUAL in multi else 0.0
+        faster = [f"{n} ({r['speedup'] / dual:.2f}x dual's, fidelity {r['fidelity']:.3f})"
+                  for n, r in multi.items()
+                  if dual > 0 and r["speedup"] >= 1.5 * dual and r["fidelity"] >= 0.99]
+        out.append(f"{model}: >= 3x fewer forwards at <= 1 point lower validity: "
+                   f"{', '.join(fewer) or 'none'}; >= 1.5x the dual cache's speed-up at "
+                   f">= 99% fidelity: {', '.join(faster) or 'none'}")
+    return out
+
+
+def best(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The row of `kind` (one model's rows) that commits the most useful tokens per forward
+    at no more than 1 point lower validity than the reference (fewer forwards break a tie);
+    the reference itself when no other method keeps its validity."""
+    kept = [r for r in rows if r["kind"] == kind and r["validity_delta"] >= -1]
+    if not kept:
+        raise UsageError(f"bench ladder: no rows of kind {kind!r} (kinds: "
+                         f"{sorted({r['kind'] for r in rows})})")
+    return max(kept, key=lambda r: (r["useful_per_forward"], -r["nfe"]))
+
+
+def ladder_rows(per_kind: int = 32) -> list[dict[str, Any]]:
+    """``ladder_worker``'s rows for each tiny diffusion model, each in a fresh subprocess;
+    the targets' verdicts on stderr."""
+    rows = on_tiny_models("llmnb.perf.bench_ladder", "ladder_worker", "ladder", per_kind)
+    for line in targets(rows):
+        print(f"bench ladder: {line}", file=sys.stderr)
+    return rows
