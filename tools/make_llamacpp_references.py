@@ -14,7 +14,7 @@ reference/peers.md §11), for SmolLM2 on the F32 copy and on the original Q4_1 f
 
     python tools/make_llamacpp_references.py --lib /work/llama.cpp/build/bin/libllama.so
 
-Writes ``tests/fixtures/llamacpp/{greedy_smollm2,greedy_qwen2,perplexity_smollm2}.json``.
+Writes ``tests/fixtures/llamacpp/{greedy_smollm2,greedy_qwen2,greedy_gemma3,perplexity_smollm2}.json``.
 Needs a llama.cpp build (libllama.so and llama-perplexity side by side; ``--lib`` or
 ``$LLAMA_CPP_LIB``), llmnb with the models pulled, and ~3 GB in ``--f32-dir`` for the copies.
 CI never runs this; the JSON it writes is committed.
@@ -46,10 +46,11 @@ N_THREADS = 2
 GGML_TYPE_F32 = 0
 LLAMA_FLASH_ATTN_TYPE_DISABLED = 0
 
-# (hub name, fixture key, ChatML default system prompt of the model)
-MODELS: list[tuple[str, str, str]] = [
-    ("smollm2-135m", "smollm2", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
-    ("qwen2.5-coder-0.5b", "qwen2", "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."),
+# (hub name, fixture key, chat format, default system prompt of the model: "" for none)
+MODELS: list[tuple[str, str, str, str]] = [
+    ("smollm2-135m", "smollm2", "chatml", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
+    ("qwen2.5-coder-0.5b", "qwen2", "chatml", "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."),
+    ("gemma3-270m", "gemma3", "gemma", ""),
 ]
 
 # Plain prompts are fed as text; chat prompts are user turns rendered as ChatML.
@@ -71,6 +72,22 @@ def chatml(system: str, user: str) -> str:
     return (f"<|im_start|>system\n{system}<|im_end|>\n"
             f"<|im_start|>user\n{user}<|im_end|>\n"
             f"<|im_start|>assistant\n")
+
+
+def gemma(system: str, user: str) -> str:
+    """One user turn in Gemma's turn format (its template's layout; no system turn, the BOS
+    comes from the tokenizer), ending where the model's reply begins."""
+    del system
+    return f"<start_of_turn>user\n{user}<end_of_turn>\n<start_of_turn>model\n"
+
+
+CHAT_FORMATS = {
+    "chatml": (chatml, "ChatML, rendered as text: <|im_start|>system\\n{system}<|im_end|>\\n"
+                       "<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n"),
+    "gemma": (gemma, "Gemma's turn format, rendered as text (the GGUF has no template): "
+                     "<start_of_turn>user\\n{user}<end_of_turn>\\n<start_of_turn>model\\n, "
+                     "BOS added by the tokenizer"),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,8 +280,8 @@ def git_head() -> str:
 # Greedy references
 # ---------------------------------------------------------------------------------------------
 
-def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, system: str, f32_dir: Path,
-                   version: str, thread_check: bool) -> dict[str, Any]:
+def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, system: str,
+                   f32_dir: Path, version: str, thread_check: bool) -> dict[str, Any]:
     import llmnb.hub as hub
 
     original = Path(hub.path(hub_name))
@@ -281,7 +298,8 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, system: str, f32_dir: P
     n_vocab = lib.llama_vocab_n_tokens(vocab)
     add_bos = bool(lib.llama_vocab_get_add_bos(vocab))
     prompts = [("plain", t, t, False) for t in PLAIN_PROMPTS]
-    prompts += [("chat", u, chatml(system, u), True) for u in CHAT_PROMPTS]
+    render, chat_description = CHAT_FORMATS[chat_format]
+    prompts += [("chat", u, render(system, u), True) for u in CHAT_PROMPTS]
     for kind, user, text, parse_special in prompts:
         ids = tokenize(lib, vocab, text, parse_special)
         t0 = time.perf_counter()
@@ -342,9 +360,8 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, system: str, f32_dir: P
                     "as the last new id",
             "top2_margin": "logit of the chosen token minus the second-highest logit, per step "
                            "(float32 logits, difference in float64)",
-            "chat_template": "ChatML, rendered as text: <|im_start|>system\\n{system}<|im_end|>\\n"
-                             "<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n",
-            "system_prompt": system,
+            "chat_template": chat_description,
+            "system_prompt": system or None,
         },
         "n_vocab": n_vocab,
         "cases": cases,
@@ -436,8 +453,8 @@ def main() -> None:
     ap.add_argument("--f32-dir", type=Path, default=Path("/tmp"),
                     help="where the all-F32 copies are kept (never in the repository)")
     ap.add_argument("--only", choices=["greedy", "perplexity"], help="make only one kind")
-    ap.add_argument("--models", nargs="+", choices=[k for _, k, _ in MODELS],
-                    default=[k for _, k, _ in MODELS], help="greedy fixtures to make")
+    ap.add_argument("--models", nargs="+", choices=[m[1] for m in MODELS],
+                    default=[m[1] for m in MODELS], help="greedy fixtures to make")
     ap.add_argument("--no-thread-check", action="store_true",
                     help="skip the second F32 run with 1 thread (halves the time; the fixture "
                          "then records same_ids_with_1_thread = null)")
@@ -453,10 +470,10 @@ def main() -> None:
         lib = load_library(args.lib)
         lib.llama_log_set(_quiet, None)
         lib.llama_backend_init()
-        for hub_name, key, system in MODELS:
+        for hub_name, key, chat_format, system in MODELS:
             if key not in args.models:
                 continue
-            fx = greedy_fixture(lib, hub_name, key, system, args.f32_dir, version,
+            fx = greedy_fixture(lib, hub_name, key, chat_format, system, args.f32_dir, version,
                                 not args.no_thread_check)
             write_json(OUT_DIR / f"greedy_{key}.json", fx)
     if args.only in (None, "perplexity"):

@@ -5,7 +5,7 @@ Every kind shares the target's vocabulary (``llmnb.ar.draft`` defines a draft an
 - ``LookupDrafter`` ("lookup") and ``NgramDrafter`` ("ngram", "ngram:N"): copies from the
   context itself, no model (``llmnb.ar.lookup``);
 - ``ModelDrafter`` over a smaller model: a quantized copy of the target written by
-  ``llmnb quantize`` (the seed engine's Q8 / Q4 drafters), or any model with the same
+  ``llmnb quantize`` (a Q8_0 or Q4_0 copy, say), or any model with the same
   tokenizer (a path or hub name);
 - ``ModelDrafter`` with ``n_layers`` ("self:N"): the target's own first N layers followed by its
   final norm and output head, sharing the target's weights in memory (a layer-truncated

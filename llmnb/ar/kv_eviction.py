@@ -20,7 +20,7 @@ Policies (``policy``) differ only in the score that ranks the middle:
   computed (``observe_attention``), so it adds no transformer FLOPs. The paper scores
   each layer separately (``scope="layer"``, the default: each layer keeps its own set);
   ``scope="global"`` sums the scores of all layers and keeps one set for every layer (the
-  seed engine's documented simplification). The paper's row window is not known here;
+  simplification some CPU engines make). The paper's row window is not known here;
   ``window=8`` is llmnb's choice.
 - ``"h2o"`` (Zhang et al., "H2O: Heavy-Hitter Oracle", NeurIPS 2023): heavy hitters by
   attention *accumulated* since the key arrived (per layer, summed over heads; H2O itself
@@ -215,6 +215,12 @@ class EvictingKVCache(KVCache):
         super().truncate(length)
         self.held = self.length
         self.ring[:, :, self.held:] = 0.0
+
+    def key_positions(self, layer: int) -> I64:
+        """The position of every key the last ``update`` of `layer` returned, in slot order
+        (``transformer.KeyPositions``: a sliding-window layer masks by them)."""
+        out: I64 = self.pos[layer, :self.held + self._pending]
+        return out
 
     def move(self, src: int, dst: int, n: int) -> None:
         """Refused: slots here are not positions (speculative decoding keeps a full cache)."""

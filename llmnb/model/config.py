@@ -22,7 +22,7 @@ import numpy as np
 from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.reader import GGUFFile
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "llada", "dream")
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "llada", "dream")
 FILE_ARCHS = (*SUPPORTED_ARCHS, "diffuse")    # what general.architecture may say
 PERMUTED_ARCHS = ("llama", "llada")            # llama.cpp permutes their Q/K rows (NORM rope)
 DIFFUSE_PREFIXES = ("diffuse.", "qwen2.", "llama.")  # diffuse-cpp's key lookup order
@@ -125,10 +125,13 @@ def _float(f: GGUFFile, key: str, default: float | None = None) -> float:
 
 
 def config_from_gguf(f: GGUFFile) -> ModelConfig:
-    """Read and check the hyper-parameters of a llama / qwen2 / llada / dream / diffuse file."""
+    """Read and check the hyper-parameters of a llama / qwen2 / gemma3 / llada / dream /
+    diffuse file."""
     arch = f.architecture
     if arch == "diffuse":
         return _diffuse_config(f)
+    if arch == "gemma3":
+        return gemma3_config(f)
     if arch not in SUPPORTED_ARCHS:
         raise ModelError(f"{f.path}: architecture {arch!r} is not supported "
                          f"(expected one of {', '.join(FILE_ARCHS)})")

@@ -1,4 +1,5 @@
-"""The forward pass: token ids in, logits out, for Llama / Qwen2 (and their diffusion kin).
+"""The forward pass: token ids in, logits out, for Llama / Qwen2 / Gemma 3 (and the
+diffusion kin of the first two).
 
     h = embed(ids)                                            # (T, d)
     for each layer:
@@ -9,6 +10,13 @@
         g, u = rms_norm(h) @ Wgate_up.T                       # (T, 2 ff)
         h = h + swiglu(g, u) @ Wdown.T
     logits = rms_norm(h) @ Whead.T                            # (T, vocab)
+
+Gemma 3 (``config.arch == "gemma3"``) adds, in order: embeddings times sqrt(d); an RMSNorm
+over every q and k head before RoPE; sliding-window layers (a query sees the last
+``sliding_window`` keys) with their own RoPE base, interleaved with global ones; an RMSNorm
+on the attention output and on the FFN output before each residual add; GeGLU in place of
+SwiGLU; and, when the file asks, soft-capped logits. With the defaults of every other
+family each of these steps is skipped.
 
 The KV cache is anything with ``update(layer, k, v) -> (k_all, v_all)`` (``KVStore``): the
 autoregressive engine passes a preallocated one (``llmnb.ar.kv_cache``), a diffusion step
@@ -31,14 +39,15 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.blocks import (
-    apply_rope, attend, attention, attention_weights, linear, rms_norm, rope_inv_freq, rope_mscale,
-    rope_tables, swiglu,
+    apply_rope, attend, attention, attention_weights, geglu, head_rms_norm, linear, rms_norm,
+    rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights, available_memory
 from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes
 
 F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
 
 
 class KVStore(Protocol):
@@ -56,6 +65,15 @@ class AttentionObserver(Protocol):
         ...
 
 
+class KeyPositions(Protocol):
+    """A ``KVStore`` whose keys do not sit at positions 0..S-1 (an evicting cache): sliding-
+    window layers ask it where each key is (found by the method's name, as above)."""
+
+    def key_positions(self, layer: int) -> I64:
+        """The position of every key the last ``update`` of `layer` returned, (S,)."""
+        ...
+
+
 class Transformer:
     """A decoder stack over ``Weights``; ``forward`` returns float32 logits."""
 
@@ -68,6 +86,11 @@ class Transformer:
                                        config.rope_attn_factor)
         self.wide: list[WideLayer] = []                # (out, in) copies (``use_wide``) ...
         self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
+        # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
+        self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
+        # attention() scales q.k by 1/sqrt(head_dim); a family with another scale rescales q
+        self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
+                        if config.attn_scale else 1.0)
 
     def use_wide(self, on: bool = True) -> int:
         """Keep (or drop) the wide layout of the float32 weights held in memory, which batches
@@ -100,40 +123,72 @@ class Transformer:
         if positions is None:
             positions = np.arange(start, start + t, dtype=np.int64)
         cos, sin = rope_tables(positions, self.inv_freq, self.rope_mscale)
+        cos_swa, sin_swa = rope_tables(positions, self.inv_freq_swa) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         h = self.weights.embed(ids)                                        # (T, d)
+        if c.embd_scale != 1.0:
+            h *= np.float32(c.embd_scale)
         for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
             ww = self.wide[i] if self.wide else NARROW
+            slides = c.swa_layers[i] if c.swa_layers else False
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
             qkv = linear(x, lw.wqkv_t, ww.wqkv)                            # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
-            # q and k heads side by side, rotated in one call: (nh + nkv, T, hd)
-            qk = apply_rope(qkv[:, :nq + nkv].reshape(t, -1, c.head_dim).transpose(1, 0, 2),
-                            cos, sin)
+            # q and k heads side by side, (nh + nkv, T, hd): normed per head, then rotated in one call
+            qk = qkv[:, :nq + nkv].reshape(t, -1, c.head_dim).transpose(1, 0, 2)
+            if lw.q_norm is not None and lw.k_norm is not None:
+                qk = np.concatenate([head_rms_norm(qk[:c.n_head], lw.q_norm, c.rms_eps),
+                                     head_rms_norm(qk[c.n_head:], lw.k_norm, c.rms_eps)])
+            qk = apply_rope(qk, cos_swa, sin_swa) if slides else apply_rope(qk, cos, sin)
             q, k = qk[:c.n_head], qk[c.n_head:]                                 # (nh, T, hd), (nkv, T, hd)
+            if self.q_scale != 1.0:
+                q = q * np.float32(self.q_scale)
             v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
             q_offset = start
             if cache is not None:
                 k, v = cache.update(i, k, np.ascontiguousarray(v))        # (nkv, S, hd)
                 q_offset = k.shape[1] - t                                 # cached keys are all past
+            mask = key_mask
+            if slides:
+                mask = self._window_mask(i, positions, k.shape[1], cache, key_mask)
             if observe is None:
-                a = attention(q, k, v, causal, q_offset, key_mask)             # (T, nq)
+                a = attention(q, k, v, causal, q_offset, mask)             # (T, nq)
             else:
-                p = attention_weights(q, k, causal, q_offset, key_mask)      # (nkv, g, T, S)
+                p = attention_weights(q, k, causal, q_offset, mask)      # (nkv, g, T, S)
                 observe(i, p)
                 a = attend(p, v)
-            h = h + linear(a, lw.wo_t, ww.wo)                                  # (T, d)
+            o = linear(a, lw.wo_t, ww.wo)                                  # (T, d)
+            if lw.post_attn_norm is not None:
+                o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
+            h = h + o
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
-            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                       # (T, 2 ff)
-            h = h + linear(swiglu(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t,
-                           ww.w_down)                                          # (T, d)
+            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                   # (T, 2 ff)
+            act = geglu if c.ffn_act == "gelu" else swiglu
+            f = linear(act(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t, ww.w_down)   # (T, d)
+            if lw.post_ffn_norm is not None:
+                f = rms_norm(f, lw.post_ffn_norm, c.rms_eps)
+            h = h + f
         return rms_norm(h, self.weights.output_norm, c.rms_eps)
 
+    def _window_mask(self, layer: int, positions: I64, n_keys: int, cache: KVStore | None,
+                     key_mask: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_] | None:
+        """A sliding-window layer's (T, S) mask (and `key_mask`, if any), or `key_mask` alone
+        when every key is inside every query's window. Keys sit at 0..S-1 unless the cache
+        says where (``KeyPositions``)."""
+        where: Callable[[int], I64] | None = getattr(cache, "key_positions", None)
+        key_pos = where(layer) if where is not None else np.arange(n_keys, dtype=np.int64)
+        if int(positions.max()) - int(key_pos.min()) < self.config.sliding_window:
+            return key_mask
+        mask = sliding_window_mask(positions, key_pos, self.config.sliding_window)   # (T, S)
+        return mask if key_mask is None else mask & key_mask
+
     def logits(self, hidden: F32) -> F32:
-        """(T, d) hidden states -> (T, vocab) logits through the output head."""
-        return linear(hidden, self.weights.head_t(), self.wide_head)
+        """(T, d) hidden states -> (T, vocab) logits through the output head (soft-capped
+        when the config asks)."""
+        out = linear(hidden, self.weights.head_t(), self.wide_head)
+        return softcap(out, self.config.logit_softcap) if self.config.logit_softcap else out
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                 causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,

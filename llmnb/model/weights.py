@@ -73,6 +73,11 @@ class LayerWeights:
     ffn_norm: F32           # (d,)
     w_gate_up_t: Matrix     # (d, 2*ff)                   gate columns, then up columns
     w_down_t: Matrix        # (ff, d)
+    # Gemma 3's extra norms (None for other families)
+    q_norm: F32 | None = None          # (hd,)  every q head, before RoPE
+    k_norm: F32 | None = None          # (hd,)  every k head, before RoPE
+    post_attn_norm: F32 | None = None  # (d,)   the attention output, before the residual add
+    post_ffn_norm: F32 | None = None   # (d,)   the FFN output, before the residual add
 
 
 def matrix_bytes(w: Matrix) -> int:
@@ -119,7 +124,7 @@ class Weights:
     def _check_tensors(self) -> None:
         c = self.config
         want = tensor_shapes(c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
-                             c.vocab_size, c.qkv_bias, not c.tied_output)
+                             c.vocab_size, c.qkv_bias, not c.tied_output, c.qk_norm, c.post_norms)
         for name, shape in want.items():
             info = self.file.tensors.get(name)
             if info is None:
@@ -160,7 +165,16 @@ class Weights:
             ffn_norm=self.tensor(p + "ffn_norm.weight"),
             w_gate_up_t=self.matrix([p + "ffn_gate.weight", p + "ffn_up.weight"]),
             w_down_t=self.matrix([p + "ffn_down.weight"]),
+            **self._gemma_norms(p),
         )
+
+    def _gemma_norms(self, p: str) -> dict[str, F32]:
+        """Gemma 3's q/k and post-attention/post-FFN norms of layer prefix `p` (when the config has them)."""
+        c = self.config
+        names = ({"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"} if c.qk_norm else {}) | (
+            {"post_attn_norm": "post_attention_norm", "post_ffn_norm": "post_ffw_norm"}
+            if c.post_norms else {})
+        return {field: self.tensor(f"{p}{name}.weight") for field, name in names.items()}
 
     def matrix(self, names: list[str], heads: tuple[int, ...] = (0, 0, 0)) -> Matrix:
         """Weights `names` (out_i, in) stacked along the outputs, their rows un-permuted
@@ -216,7 +230,8 @@ class Weights:
         """Bytes of weights held (resident) — what decoding streams per token."""
         held = sum(matrix_bytes(w) for lw in self._layers for w in (
             lw.attn_norm, lw.wqkv_t, lw.wo_t, lw.ffn_norm, lw.w_gate_up_t, lw.w_down_t))
-        held += sum(lw.bqkv.nbytes for lw in self._layers if lw.bqkv is not None)
+        held += sum(a.nbytes for lw in self._layers for a in (
+            lw.bqkv, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.post_ffn_norm) if a is not None)
         head = matrix_bytes(self._head) if self._head is not None else 0
         return held + head + self.output_norm.nbytes
 
