@@ -81,6 +81,30 @@ def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool) ->
         np.testing.assert_allclose(logits[rows], full, rtol=1e-4, atol=1e-4)
 
 
+def test_a_quantized_target_gets_its_wide_copy_only_when_asked_and_verifies_the_same(
+        quantized: dict[str, Path]) -> None:
+    target = llmnb.load(quantized["Q8_0"], weights="quantized")
+    tr = target.transformer
+    assert tr.use_wide(True) == 0 and not tr.wide      # blocks stay blocks by default
+    ids = target.prompt_ids("Compute the sum of 22 and 13.", chat=True)
+    branches = [[50, 51, 52, 53, 54], [60, 61, 62, 63]]  # 10 rows: W @ X.T on the copy
+    cache = KVCache(target.config, 64)
+    tr.forward(np.array(ids[:-1]), cache=cache)
+    cache.commit()
+    assert tr.use_wide(True, quantized=True) > 0
+    logits, tree = verify(tr, cache, ids[-1], branches)
+    for b, rows in zip(branches, tree.rows):
+        full = target.forward(ids + b)[len(ids):]      # the kernels, row by row
+        np.testing.assert_allclose(logits[rows], full, rtol=1e-4, atol=1e-4)
+    for prompt in PROMPTS[:4]:
+        ref = generate(target, prompt, max_new_tokens=40, chat=True)
+        for wide in (None, True):
+            r = generate_speculative(target, prompt, ["lookup", "ngram:2"], max_new_tokens=40,
+                                     chat=True, gate=False, wide=wide)
+            assert r.tokens == ref.tokens
+            assert bool(tr.wide) == bool(wide)
+
+
 @pytest.mark.parametrize("branch, keep", [(0, 2), (1, 2), (2, 3), (2, 0)])
 def test_rollback_leaves_the_cache_of_the_committed_sequence(tiny: Model, branch: int,
                                                              keep: int) -> None:

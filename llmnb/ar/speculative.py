@@ -106,7 +106,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
                          adaptive: bool = True, gate: bool = True, chat: bool = False,
                          system: str | None = None, stop: Sequence[str] = (),
                          on_text: Callable[[str], None] | None = None,
-                         costs: VerifyCosts | None = None, wide: bool = True) -> SpeculativeResult:
+                         costs: VerifyCosts | None = None, wide: bool | None = None) -> SpeculativeResult:
     """``llmnb.generate`` with speculative decoding: same arguments and the same tokens
     (greedy) or the same distribution (sampling), in fewer target forward passes.
 
@@ -115,9 +115,12 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     (and of every drafter with ``gate=False``); `k_max`: the most tokens a drafter is asked
     for; `adaptive=False` keeps K fixed; `gate=False` verifies every round that has drafts.
     `costs`: the verify-cost model to use and update (default: the process's one for this
-    model and thread count, ``costs_for``). `wide`: verify with the wide layout of float32
-    weights (``Transformer.use_wide``: an (out, in) copy of every matrix, kept by the model for
-    later calls; cheaper batches of 4 rows or more), else without it (and drop it).
+    model and thread count, ``costs_for``). `wide`: verify with the wide layout of the weights
+    (``Transformer.use_wide``: an (out, in) float32 copy of every matrix, kept by the model for
+    later calls; cheaper batches from 4 rows on, 8 on quantized weights), else without it (and
+    drop it). Default: on for float32 weights; off for quantized ones, whose copy is a
+    dequantized float32 model (~540 MB for SmolLM2-135M beside 98 MB of blocks, the memory
+    the quantized residency saves; ``llmnb.model.wide`` gives the measured costs of both).
     """
     k0, kmax = operator_index(k, "k"), operator_index(k_max, "k_max")
     if not 1 <= k0 <= K_LIMIT:
@@ -138,7 +141,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
         raise ModelError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
                          f"context of {capacity} (the model's is {c.n_ctx})")
     transformer = model.transformer
-    transformer.use_wide(wide)
+    on = transformer.weights.weights == "f32" if wide is None else wide
+    transformer.use_wide(on, quantized=on)
     cache = KVCache(c, min(c.n_ctx, capacity + 1 + len(ds) * kmax))
     for d in ds:
         d.reset(capacity + kmax)

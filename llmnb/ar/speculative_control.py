@@ -70,6 +70,13 @@ KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
 # ... and with the wide layout of the weights (``llmnb.model.wide``), `--paths`
 PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
+# ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
+# DENSE_ROWS = 48 on dequantize + sgemm), in quantized decode steps, `--paths quantized`
+PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
+# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
+# its W@X.T milliseconds over the quantized step's
+PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
+                              11.4)
 
 
 class VerifyCosts:
@@ -138,12 +145,14 @@ _COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
 def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
     which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
-    wide copies, ``Transformer.use_wide``, or quantized: three curves)."""
+    wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
     weights = model.transformer.weights.weights                # "f32" or "quantized"
-    wide = bool(model.transformer.wide) and weights == "f32"
+    wide = bool(model.transformer.wide)
     key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
     if key not in _COSTS:
-        _COSTS[key] = VerifyCosts(PRIOR_STEPS_WIDE if wide else PRIOR_STEPS)
+        priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
+                   (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
+        _COSTS[key] = VerifyCosts(priors[weights == "quantized", wide])
     return _COSTS[key]
 
 

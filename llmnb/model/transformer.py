@@ -44,7 +44,7 @@ from llmnb.model.blocks import (
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights, available_memory
-from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes
+from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes, wide_size
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -92,22 +92,28 @@ class Transformer:
         self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
                         if config.attn_scale else 1.0)
 
-    def use_wide(self, on: bool = True) -> int:
-        """Keep (or drop) the wide layout of the float32 weights held in memory, which batches
-        of WIDE_ROWS rows or more multiply faster (``llmnb.model.wide``); returns the bytes it
-        holds (0: off, weights that are not float32 arrays in memory, or a copy that would
-        leave less than a quarter of the available memory)."""
+    def use_wide(self, on: bool = True, quantized: bool = False) -> int:
+        """Keep (or drop) the wide layout of the weights, which batches of WIDE_ROWS rows or
+        more multiply faster (``llmnb.model.wide``): float32 weights held in memory get their
+        (out, in) copy; quantized ones only with `quantized` (a dequantized float32 copy of
+        the whole model). Returns the bytes it holds (0: off, weights without a copy, or a
+        copy that would leave less than a quarter of the available memory)."""
         w = self.weights
-        if not self.wide and on and w.residency == "resident":
-            on = w.nbytes < 0.75 * available_memory()
-        if not on or w.residency != "resident":
+        if w.residency != "resident" or (w.weights == "quantized" and not quantized):
+            on = False
+        layers = [w.layer(i) for i in range(self.config.n_layer)] if on and not self.wide else []
+        if layers:
+            mats = [m for lw in layers for m in (lw.wqkv_t, lw.wo_t, lw.w_gate_up_t, lw.w_down_t)]
+            size = sum(wide_size(m) for m in mats) + wide_size(w.head_t())
+            on = size < 0.75 * available_memory()
+        if not on:
             self.wide, self.wide_head = [], None
             return 0
         if not self.wide:
-            layers = [w.layer(i) for i in range(self.config.n_layer)]
-            self.wide = [WideLayer(wide(lw.wqkv_t), wide(lw.wo_t), wide(lw.w_gate_up_t),
-                                   wide(lw.w_down_t)) for lw in layers]
-            self.wide_head = wide(w.head_t())
+            self.wide = [WideLayer(wide(lw.wqkv_t, quantized), wide(lw.wo_t, quantized),
+                                   wide(lw.w_gate_up_t, quantized),
+                                   wide(lw.w_down_t, quantized)) for lw in layers]
+            self.wide_head = wide(w.head_t(), quantized)
         return wide_bytes(self.wide, self.wide_head)
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,

@@ -9,8 +9,17 @@ verify batch of 8 rows costs about 2.7 decode steps this way against 4.6 (``pyth
 llmnb.perf.bench_spec --paths``, notebook 10 draws both curves).
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
-request (``Transformer.use_wide``) and only for float32 weights held in memory (quantized ones
-are multiplied by ``llmnb.kernels`` whatever the rows).
+request (``Transformer.use_wide``) for float32 weights held in memory.
+
+Quantized weights get the copy only when asked (``generate_speculative(..., wide=True)``):
+dequantized, it is a float32 copy of the whole model (about 540 MB for SmolLM2-135M beside its
+98 MB of blocks), which undoes what the quantized residency is for. The kernels' few-row
+products (``llmnb.kernels``) read the blocks once for all rows but do every row's arithmetic,
+so their cost grows with T: on SmolLM2-135M's Q4_1 blocks (1 thread, 150 cached tokens,
+``python -m llmnb.perf.bench_spec --paths``) a batch of 8 / 16 / 32 rows cost 205 / 401 /
+685 ms against a quantized decode step of 33 ms (6.1 / 12.0 / 20.5 steps), where the
+dequantized wide copy cost 157 / 182 / 264 ms (4.7 / 5.5 / 7.9 of those steps). Below
+WIDE_ROWS_QUANTIZED rows the kernels stay cheaper (119 against 139 ms at T = 4).
 """
 from __future__ import annotations
 
@@ -18,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from llmnb.kernels import PackedMatrix, PackedParts, to_dense
 
 F32 = npt.NDArray[np.float32]
 
@@ -36,10 +47,28 @@ class WideLayer:
 NARROW = WideLayer(None, None, None, None)
 
 
-def wide(w_t: object) -> F32 | None:
-    """A float32 (in, out) matrix -> a contiguous (out, in) copy; None for a quantized one
-    (``blocks.Product``: its kernels read its blocks whatever the rows)."""
-    return np.ascontiguousarray(w_t.T) if isinstance(w_t, np.ndarray) else None
+def wide(w_t: object, quantized: bool = False) -> F32 | None:
+    """A float32 (in, out) matrix -> a contiguous (out, in) copy; a quantized one
+    (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its dequantized (out, in)
+    copy with `quantized`, else None (its kernels read its blocks whatever the rows)."""
+    if isinstance(w_t, np.ndarray):
+        return np.ascontiguousarray(w_t.T)
+    if not quantized:
+        return None
+    if isinstance(w_t, PackedParts):
+        return np.concatenate([np.ascontiguousarray(to_dense(p).T) for p in w_t.parts])
+    if isinstance(w_t, PackedMatrix):
+        return np.ascontiguousarray(to_dense(w_t).T)          # (out, in)
+    return None
+
+
+def wide_size(w_t: object) -> int:
+    """Bytes the wide copy of one matrix would hold."""
+    if isinstance(w_t, np.ndarray):
+        return int(w_t.nbytes)
+    if isinstance(w_t, PackedParts):
+        return sum(4 * p.n_out * p.n_in for p in w_t.parts)
+    return 4 * w_t.n_out * w_t.n_in if isinstance(w_t, PackedMatrix) else 0
 
 
 def wide_bytes(layers: list[WideLayer], head: F32 | None) -> int:

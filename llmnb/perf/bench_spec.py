@@ -1,9 +1,11 @@
 """``llmnb bench spec``: speculative decoding's speed-up over plain greedy decoding.
 
-For each model (tiny-ar, and SmolLM2-135M when pulled), thread count, prompt and drafter set,
-the prompt is generated greedily by ``llmnb.generate`` and by
-``llmnb.ar.speculative.generate_speculative`` on the same loaded model (float32 weights, the
-speculative side with their wide copies; same process); the tokens must be identical (the bench stops otherwise). The speed-up is the ratio
+For each model (tiny-ar, and SmolLM2-135M when pulled), weights kind (SmolLM2: ``quantized``,
+the default a user gets, and ``f32``; tiny-ar: its file's, float32), thread count, prompt and drafter set, the prompt is
+generated greedily by ``llmnb.generate`` and by ``llmnb.ar.speculative.generate_speculative``
+on the same loaded model (same weights, same process; the speculative side as its defaults
+verify: float32 weights with their wide copies, quantized ones with the kernels); the tokens
+must be identical (the bench stops otherwise). The speed-up is the ratio
 of the median wall times of the whole call (prefill + decode), after one warm-up run of each
 (the one checked for identity), timed runs alternating plain / speculative. Each prompt gives a
 row (speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
@@ -12,7 +14,9 @@ verified); each set a row with the geometric mean of its prompts' speed-ups.
 Prompt sets for SmolLM2. ``copy+edit+code``: copying a paragraph, rewriting it with one word
 replaced throughout, renaming an identifier in a function, continuing a module that repeats a
 pattern -- output that repeats text of the context, where draft-free drafters shine; ``prose``:
-open-ended writing, where they have little to copy and speculation must not cost anything.
+open-ended writing, where they have little to copy and speculation must not cost anything;
+``code`` (the rename and module prompts) runs the model drafters: a Q4_0 copy of the target
+(``llmnb quantize``) and ``self:N``.
 tiny-ar only knows its synthetic tasks (``data/eval/tiny_heldout.jsonl``): its ``copy+edit+code``
 set is the held-out *python* and *listing* prompts (its longest fixed answers), its ``prose``
 set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh subprocess.
@@ -77,9 +81,14 @@ SMOL_SETS: dict[str, dict[str, tuple[str, bool]]] = {
     },
 }
 TINY_FAMILIES = {"copy+edit+code": ("python", "listing"), "prose": ("explain", "poem")}
-DRAFTERS: dict[str, list[list[str]]] = {
-    "tiny-ar": [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
-    "smollm2-135m": [["lookup", "ngram"]],
+SMOL_SETS["code"] = {k: SMOL_SETS["copy+edit+code"][k] for k in ("rename", "module")}
+# (model, set) -> drafter sets
+DRAFTERS: dict[tuple[str, str], list[list[str]]] = {
+    ("tiny-ar", "copy+edit+code"): [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
+    ("tiny-ar", "prose"): [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
+    ("smollm2-135m", "copy+edit+code"): [["lookup", "ngram"]],
+    ("smollm2-135m", "prose"): [["lookup", "ngram"]],
+    ("smollm2-135m", "code"): [["Q4_0"], ["self:10"]],
 }
 MAX_NEW = {"tiny-ar": 64, "smollm2-135m": 128}
 
@@ -92,7 +101,7 @@ def tiny_sets(per_family: int = 3) -> dict[str, dict[str, tuple[str, bool]]]:
             for name, fams in TINY_FAMILIES.items()}
 
 
-KEYS = ("model", "threads", "set", "prompt", "drafters", "prompts", "speedup_geomean",
+KEYS = ("model", "weights", "verify", "threads", "set", "prompt", "drafters", "prompts", "speedup_geomean",
         "speedup_min", "speedup_max", "plain_tok_s", "spec_tok_s", "tok_per_fwd", "acceptance",
         "acceptance_by_drafter", "verified_rounds", "rounds", "mean_tokens", "identical")
 
@@ -108,7 +117,8 @@ def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
     acc = {k: sum(r["accepted"][k] for r in rows) for k in rows[0]["accepted"]}
     prop = {k: sum(r["proposed"][k] for r in rows) for k in rows[0]["proposed"]}
     verified = sum(prop.values())
-    return {**{k: rows[0][k] for k in ("model", "threads", "set", "drafters")}, "prompt": name,
+    return {**{k: rows[0][k] for k in ("model", "weights", "verify", "threads", "set", "drafters")},
+            "prompt": name,
             "prompts": len(rows),
             "speedup_geomean": math.exp(statistics.fmean(math.log(r["speedup_geomean"])
                                                          for r in rows)),
@@ -125,8 +135,9 @@ def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
             "identical": all(r["identical"] for r in rows), "accepted": acc, "proposed": prop}
 
 
-def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
-    """One model at one thread count (run by ``bench_spec`` in a fresh process)."""
+def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> list[dict[str, Any]]:
+    """One model at one thread count on one weights kind (run by ``bench_spec`` in a fresh
+    process)."""
     import llmnb
     from llmnb.ar.drafters import Drafter, make_drafter
     from llmnb.ar.speculative import generate_speculative
@@ -136,12 +147,12 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
     with llmnb.threads(threads), tempfile.TemporaryDirectory() as tmp:
         path = (need_data_dir("spec") / "models" / "tiny-ar.gguf" if model == "tiny-ar"
                 else llmnb.hub.resolve(model))
-        m = llmnb.load(path, weights="f32")                     # the float32 target
-        m.transformer                                            # weights ready before timing
+        m = llmnb.load(path, weights=weights)                   # plain and speculative alike
+        weights = m.transformer.weights.weights                  # weights ready before timing
         sets = tiny_sets() if model == "tiny-ar" else SMOL_SETS
         n = MAX_NEW[model]
         pool: dict[str, Drafter] = {}
-        for names in DRAFTERS[model]:
+        for names in (x for set_name in sets for x in DRAFTERS[model, set_name]):
             for name in names:
                 if name in ("Q8_0", "Q4_0") and name not in pool:   # a quantized copy
                     copy = Path(tmp) / f"{Path(path).stem}.{name}.gguf"
@@ -150,12 +161,16 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
                 elif name not in pool:
                     pool[name] = make_drafter(name, m)
         for set_name, prompts in sets.items():
-            for names in DRAFTERS[model]:
+            wides = ([None, True] if weights == "quantized" and set_name == "copy+edit+code"
+                     else [None])
+            for names, wide in ((x, w) for x in DRAFTERS[model, set_name] for w in wides):
                 drafters = [pool[x] for x in names]
+                verify = ("wide" if wide or weights == "f32" else "kernels")
                 per_prompt: list[dict[str, Any]] = []
                 for label, (prompt, chat) in prompts.items():
                     ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)       # warm-up
-                    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat)
+                    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                                             wide=wide)
                     if r.tokens != ref.tokens:
                         raise RuntimeError(f"bench spec: {model} {names} changed the output of "
                                            f"{label!r}")
@@ -164,7 +179,8 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
                         t0 = time.perf_counter()
                         llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)
                         t1 = time.perf_counter()
-                        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat)
+                        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                                                 wide=wide)
                         t2 = time.perf_counter()
                         plain_t.append(t1 - t0)
                         spec_t.append(t2 - t1)
@@ -172,7 +188,8 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
                            for j, d in enumerate(drafters)}
                     prop = {d.name: sum(x.proposed[j] for x in r.rounds)
                             for j, d in enumerate(drafters)}
-                    one = {"model": model, "threads": threads, "set": set_name,
+                    one = {"model": model, "weights": weights, "verify": verify,
+                           "threads": threads, "set": set_name,
                            "drafters": "+".join(names), "prompt": label, "prompts": 1,
                            "speedup_geomean": statistics.median(plain_t) / statistics.median(spec_t),
                            "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
@@ -188,11 +205,14 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
                     per_prompt.append(one)
                 rows.extend(per_prompt)
                 rows.append(summary(per_prompt, "geo. mean"))
+                m.transformer.use_wide(False)
     return [{k: r[k] for k in KEYS} for r in rows]                # one key order for every row
 
 
-def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[str, Any]]:
-    """Rows for every model, thread count, set, drafter set and prompt (module docstring)."""
+def bench_spec(repeats: int = 3, threads: list[int] | None = None,
+               weights: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows for every model, weights kind (default: quantized and f32), thread count, set,
+    drafter set and prompt (module docstring)."""
     from llmnb import hub
     from llmnb.perf.bench import run_worker
 
@@ -204,14 +224,17 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
               file=sys.stderr)
     rows: list[dict[str, Any]] = []
     for model in models:
-        for n in threads or [1, 2]:
-            print(f"bench spec: {model}, {n} thread(s)", file=sys.stderr)
-            rows.extend(run_worker("llmnb.perf.bench_spec", f"worker({model!r}, {n}, {repeats})",
-                                   "spec"))
+        kinds = ["auto"] if model == "tiny-ar" else weights or ["quantized", "f32"]
+        for kind in kinds:                      # tiny-ar: its file's default (float32)
+            for n in threads or [1, 2]:
+                print(f"bench spec: {model}, {kind} weights, {n} thread(s)", file=sys.stderr)
+                rows.extend(run_worker("llmnb.perf.bench_spec",
+                                       f"worker({model!r}, {n}, {repeats}, {kind!r})", "spec"))
     return rows
 
 
-PATHS = ("X@W", "W@X.T", "quantized")   # float32 (in, out); with the wide copy; GGUF blocks
+# float32 (in, out); with the wide copy; GGUF blocks; GGUF blocks with a dequantized wide copy
+PATHS = ("X@W", "W@X.T", "quantized", "quantized+W@X.T")
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
@@ -223,7 +246,8 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
     "W@X.T" (with the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on) and
     "quantized" (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize +
-    sgemm from DENSE_ROWS rows on)."""
+    sgemm from DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
+    W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized decode step)."""
     import numpy as np
 
     import llmnb
@@ -237,12 +261,12 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     with llmnb.threads(threads):
         loaded: dict[str, llmnb.Model] = {}
         for path in paths:
-            kind = "quantized" if path == "quantized" else "f32"
+            kind = "quantized" if path.startswith("quantized") else "f32"
             if kind not in loaded:
                 loaded[kind] = llmnb.load(model, weights=kind)
             m = loaded[kind]
             tr = m.transformer
-            tr.use_wide(path == "W@X.T")
+            tr.use_wide(path.endswith("W@X.T"), quantized=True)
             cache = KVCache(m.config, context + max(rows))
             tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
                        last_only=True)
