@@ -1,11 +1,13 @@
 """``llmnb bench spec``: speculative decoding's speed-up over plain greedy decoding.
 
 For each model (tiny-ar, and SmolLM2-135M when pulled), weights kind (SmolLM2: ``quantized``,
-the default a user gets, and ``f32``; tiny-ar: its file's, float32), thread count, prompt and drafter set, the prompt is
-generated greedily by ``llmnb.generate`` and by ``llmnb.ar.speculative.generate_speculative``
-on the same loaded model (same weights, same process; the speculative side as its defaults
-verify: float32 weights with their wide copies, quantized ones with the kernels); the tokens
-must be identical (the bench stops otherwise). The speed-up is the ratio
+the default a user gets, and ``f32``; tiny-ar: its file's, float32), thread count, prompt and
+drafter set, the prompt is generated greedily by ``llmnb.generate`` and by
+``llmnb.ar.speculative.generate_speculative`` on the same loaded model (same weights, same
+process); the tokens must be identical (the bench stops otherwise). Column ``verify``:
+``kernels`` (the quantized target's default: its blocks, no float32 copy) or ``wide`` (an
+(out, in) float32 copy: the float32 target's default; for the quantized target the dequantized
+copy of ``wide=True``, run on the copy+edit+code set beside the default). The speed-up is the ratio
 of the median wall times of the whole call (prefill + decode), after one warm-up run of each
 (the one checked for identity), timed runs alternating plain / speculative. Each prompt gives a
 row (speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
@@ -23,7 +25,8 @@ set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh
 
 ``python -m llmnb.perf.bench_spec`` prints what a verify batch of T rows costs, c(T) in decode
 steps, at the knots of the controller's cost model (``verify_costs``), for each way of
-multiplying (``--paths``: float32 as loaded, with the wide copies, quantized kernels).
+multiplying (``--paths``: float32 as loaded, with the wide copies, quantized kernels, quantized
+with a dequantized wide copy).
 """
 from __future__ import annotations
 
