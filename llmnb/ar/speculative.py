@@ -106,7 +106,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
                          adaptive: bool = True, gate: bool = True, chat: bool = False,
                          system: str | None = None, stop: Sequence[str] = (),
                          on_text: Callable[[str], None] | None = None,
-                         costs: VerifyCosts | None = None, wide: bool | None = None) -> SpeculativeResult:
+                         costs: VerifyCosts | None = None,
+                         wide: bool | None = None) -> SpeculativeResult:
     """``llmnb.generate`` with speculative decoding: same arguments and the same tokens
     (greedy) or the same distribution (sampling), in fewer target forward passes.
 

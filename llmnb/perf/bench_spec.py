@@ -104,9 +104,10 @@ def tiny_sets(per_family: int = 3) -> dict[str, dict[str, tuple[str, bool]]]:
             for name, fams in TINY_FAMILIES.items()}
 
 
-KEYS = ("model", "weights", "verify", "threads", "set", "prompt", "drafters", "prompts", "speedup_geomean",
-        "speedup_min", "speedup_max", "plain_tok_s", "spec_tok_s", "tok_per_fwd", "acceptance",
-        "acceptance_by_drafter", "verified_rounds", "rounds", "mean_tokens", "identical")
+KEYS = ("model", "weights", "verify", "threads", "set", "prompt", "drafters", "prompts",
+        "speedup_geomean", "speedup_min", "speedup_max", "plain_tok_s", "spec_tok_s",
+        "tok_per_fwd", "acceptance", "acceptance_by_drafter", "verified_rounds", "rounds",
+        "mean_tokens", "identical")
 
 
 def acceptance_text(accepted: dict[str, int], proposed: dict[str, int]) -> str:
@@ -138,7 +139,8 @@ def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
             "identical": all(r["identical"] for r in rows), "accepted": acc, "proposed": prop}
 
 
-def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> list[dict[str, Any]]:
+def worker(model: str, threads: int, repeats: int,
+           weights: str = "quantized") -> list[dict[str, Any]]:
     """One model at one thread count on one weights kind (run by ``bench_spec`` in a fresh
     process)."""
     import llmnb
