@@ -245,17 +245,12 @@ def test_threads_set_numba_too_and_results_do_not_depend_on_them() -> None:
     np.testing.assert_array_equal(one, two)
 
 
-def test_dense_way_on_two_threads_and_one_tile_panels_matches_float64_and_restores_blas() -> None:
-    from threadpoolctl import threadpool_info
-
+def test_dense_way_in_one_tile_panels_and_on_two_threads_matches_float64() -> None:
     p, w = random_case(T.Q4_1, 1000, 512, 13)                      # 16 tiles, a partial last one
     x = np.random.default_rng(3).standard_normal((DENSE_ROWS + 3, 512)).astype(np.float32)
     with llmnb.threads(2):
-        before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
         for panel in (None, 1):                                    # 1 byte: one tile per panel
             assert rel_error(dense_matmul(x, p, panel), w, x) < REL_BOUND[T.Q4_1], panel
-        after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    assert before == after and before
 
 
 def test_smollm2_greedy_ids_equal_on_quantized_and_f32_weights() -> None:

@@ -60,9 +60,4 @@ def apply_threads(n: int | None) -> None:
     numba.set_num_threads(size if n is None else max(1, min(int(n), size)))
 
 
-def current_threads() -> int:
-    """The thread count numba's parallel loops run on now."""
-    return int(numba.get_num_threads())
-
-
 apply_threads(wanted())

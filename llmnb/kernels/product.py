@@ -5,9 +5,11 @@ the quantized kernels read it once for all rows. Many rows (a long prompt, a dif
 canvas) are bound by arithmetic, where OpenBLAS's sgemm is several times faster than any
 loop here: the weight is dequantized a panel of output columns at a time (PANEL_BYTES,
 so the panel stays in the core's L2) into a reused float32 scratch, and each panel is
-multiplied by BLAS at once. With SmolLM2's Q4_1 matrices this is 1.0-1.1x the float32
-product's speed at 128 rows and 0.85x at 512 (1 and 2 threads): the dequantized panel is
-read from cache where float32 weights stream from memory, and a wider panel loses that.
+multiplied by BLAS at once. With SmolLM2's Q4_1 matrices, at 1 thread, this is 1.0-1.1x the
+float32 product's speed at 128 rows and 0.85x at 512: the dequantized panel is read from
+cache where float32 weights stream from memory. At 2 threads it is 0.7x: BLAS's threads
+wake for every panel's product (running the panels on our own threads, BLAS held to one,
+reached 1.0x, but changing BLAS's thread count mid-run left later decode steps slow).
 
 ``DENSE_ROWS`` is where the dense way starts to win: c(T) of both ways, measured with
 ``bench_quant.cost_curve`` (``llmnb bench quant``'s rows with "rows"; run here at 1 and at
@@ -15,14 +17,9 @@ read from cache where float32 weights stream from memory, and a wider panel lose
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.kernels import jit
 from llmnb.kernels.dense import (
     KIND_BF16, KIND_BYTES, KIND_F16, KIND_NIBBLES, dequantize_columns, dequantize_rows,
 )
@@ -72,56 +69,7 @@ class Scratch:
         return self.buffer[:rows * cols].reshape(rows, cols)
 
 
-class Workers:
-    """The threads of the dense way: ``llmnb.threads(n)``'s n, each with its own scratch.
-
-    Each takes a contiguous run of output tiles and does its panels one after another
-    (dequantize, then a one-thread sgemm) without waiting for the others; BLAS is held to one
-    thread meanwhile, so n threads run in all. Letting BLAS thread each small panel product
-    instead costs a wake-up of its threads per panel (with SmolLM2's shapes at 2 threads,
-    128 rows: 1.45x the float32 product's time against 1.0x at 1 thread)."""
-
-    def __init__(self) -> None:
-        self.scratch = [Scratch()]
-        self.pool: ThreadPoolExecutor | None = None
-        self.pool_size = 0
-        self.blas: list[Any] | None = None
-
-    def blas_libraries(self) -> list[Any]:
-        if self.blas is None:
-            from threadpoolctl import ThreadpoolController
-
-            self.blas = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-        return self.blas
-
-    def run(self, job: Callable[[int, int, Scratch], None], n_tiles: int) -> None:
-        """job(t0, t1, scratch) over n_tiles split into one contiguous run per thread."""
-        n = min(jit.current_threads(), n_tiles)
-        if n == 1:
-            job(0, n_tiles, self.scratch[0])
-            return
-        while len(self.scratch) < n:
-            self.scratch.append(Scratch())
-        if self.pool is None or self.pool_size < n - 1:
-            self.pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="llmnb-dense")
-            self.pool_size = n - 1
-        bounds = [n_tiles * i // n for i in range(n + 1)]
-        libs = self.blas_libraries()
-        before = [lib.num_threads for lib in libs]
-        for lib in libs:
-            lib.set_num_threads(1)
-        try:
-            others = [self.pool.submit(job, bounds[i], bounds[i + 1], self.scratch[i])
-                      for i in range(1, n)]
-            job(bounds[0], bounds[1], self.scratch[0])
-            for f in others:
-                f.result()
-        finally:
-            for lib, k in zip(libs, before):
-                lib.set_num_threads(k)
-
-
-WORKERS = Workers()
+SCRATCH = Scratch()
 
 
 def dense_matmul(x: F32, w: PackedMatrix, panel_bytes: int | None = None) -> F32:
@@ -135,14 +83,11 @@ def dense_matmul(x: F32, w: PackedMatrix, panel_bytes: int | None = None) -> F32
     step = max(1, (panel_bytes or PANEL_BYTES) // (4 * w.n_in * TILE))   # tiles per panel
     kind = kind_code(w)
 
-    def panels(t0: int, t1: int, scratch: Scratch) -> None:
-        for a in range(t0, t1, step):
-            b = min(t1, a + step)
-            cols = scratch.get(w.n_in, (b - a) * TILE)                 # (in, panel)
-            dequantize_columns(kind, w.qs, w.d, w.m, w.group, a, b, cols)
-            np.matmul(x, cols, out=out[:, a * TILE:b * TILE])
-
-    WORKERS.run(panels, w.n_tiles)
+    for a in range(0, w.n_tiles, step):
+        b = min(w.n_tiles, a + step)
+        cols = SCRATCH.get(w.n_in, (b - a) * TILE)                     # (in, panel)
+        dequantize_columns(kind, w.qs, w.d, w.m, w.group, a, b, cols)
+        np.matmul(x, cols, out=out[:, a * TILE:b * TILE])
     return out if out.shape[1] == w.n_out else out[:, :w.n_out]
 
 
