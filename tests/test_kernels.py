@@ -245,11 +245,11 @@ def test_threads_set_numba_too_and_results_do_not_depend_on_them() -> None:
     np.testing.assert_array_equal(one, two)
 
 
-def test_dense_way_in_one_tile_panels_and_on_two_threads_matches_float64() -> None:
+def test_dense_way_in_small_panels_and_on_two_threads_matches_float64() -> None:
     p, w = random_case(T.Q4_1, 1000, 512, 13)                      # 16 tiles, a partial last one
     x = np.random.default_rng(3).standard_normal((DENSE_ROWS + 3, 512)).astype(np.float32)
     with llmnb.threads(2):
-        for panel in (None, 1):                                    # 1 byte: one tile per panel
+        for panel in (None, 1):                                    # 1 byte: the fewest tiles
             assert rel_error(dense_matmul(x, p, panel), w, x) < REL_BOUND[T.Q4_1], panel
 
 

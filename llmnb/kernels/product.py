@@ -32,7 +32,8 @@ from llmnb.gguf.constants import GGMLType
 F32 = npt.NDArray[np.float32]
 
 DENSE_ROWS = 24             # from this many rows on, dequantize + sgemm (see the module docstring)
-PANEL_BYTES = 512 << 10     # a scratch panel: at most this many bytes of W.T at a time (in L2)
+PANEL_BYTES = 512 << 10     # a scratch panel: this many bytes of W.T at a time (in L2) ...
+PANEL_TILES = 4             # ... but at least 4 tiles: each BLAS call wakes BLAS's threads
 
 
 def kind_code(w: PackedMatrix) -> int:
@@ -75,12 +76,12 @@ SCRATCH = Scratch()
 def dense_matmul(x: F32, w: PackedMatrix, panel_bytes: int | None = None) -> F32:
     """x (T, in) @ W.T through float32 panels of W.T and BLAS: (T, n_out).
 
-    Each panel (a few tiles of output columns, at most `panel_bytes`) is dequantized into
+    Each panel (a few tiles of output columns, about `panel_bytes`) is dequantized into
     a scratch and multiplied at once, while it is still in the core's cache."""
     if w.w_t is not None:
         return x @ w.w_t
     out: F32 = np.empty((x.shape[0], w.n_tiles * TILE), dtype=np.float32)
-    step = max(1, (panel_bytes or PANEL_BYTES) // (4 * w.n_in * TILE))   # tiles per panel
+    step = max(PANEL_TILES, (panel_bytes or PANEL_BYTES) // (4 * w.n_in * TILE))   # tiles per panel
     kind = kind_code(w)
 
     for a in range(0, w.n_tiles, step):
