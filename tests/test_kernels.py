@@ -245,6 +245,14 @@ def test_threads_set_numba_too_and_results_do_not_depend_on_them() -> None:
     np.testing.assert_array_equal(one, two)
 
 
+def test_dense_way_in_small_panels_and_on_two_threads_matches_float64() -> None:
+    p, w = random_case(T.Q4_1, 1000, 512, 13)                      # 16 tiles, a partial last one
+    x = np.random.default_rng(3).standard_normal((DENSE_ROWS + 3, 512)).astype(np.float32)
+    with llmnb.threads(2):
+        for panel in (None, 1):                                    # 1 byte: the fewest tiles
+            assert rel_error(dense_matmul(x, p, panel), w, x) < REL_BOUND[T.Q4_1], panel
+
+
 def test_smollm2_greedy_ids_equal_on_quantized_and_f32_weights() -> None:
     path = hub_model("smollm2-135m")
     for w in ("quantized", "f32"):
