@@ -128,7 +128,8 @@ def _kv_args(a: argparse.Namespace) -> dict[str, Any]:
 def _spec_note(spec: dict[str, Any]) -> str:
     if not spec:
         return ""
-    acc = ", ".join(f"{k} {v:.0%}" for k, v in spec["acceptance"].items())
+    acc = ", ".join(f"{k} {'n/a' if v is None else format(v, '.0%')}"   # n/a: never verified
+                    for k, v in spec["acceptance"].items())
     return (f" | speculative: {spec['tokens_per_forward']:.2f} tokens per target forward, "
             f"{spec['verified_rounds']}/{spec['rounds']} rounds verified, accepted {acc}")
 
@@ -432,10 +433,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kv_flags(s)
     s.add_argument("--spec", action="append", metavar="DRAFT",
                    help="speculative decoding with this drafter: a model path or hub name with the "
-                        "same tokenizer (e.g. a quantized copy), self:N (the first N layers), or "
-                        "lookup (prompt lookup); repeatable, all verified in one batch")
+                        "same tokenizer (e.g. a quantized copy), self:N (the first N layers), "
+                        "lookup (prompt lookup) or ngram / ngram:N (a table of n-token "
+                        "contexts); repeatable, all verified in one batch")
     s.add_argument("--spec-k", type=_positive_int, default=None, metavar="N",
-                   help="initial draft length per drafter (4; adapted per round)")
+                   help="initial draft length of a model drafter (4; adapted per round)")
     s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("diffuse", help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")

@@ -290,10 +290,11 @@ def test_the_readme_benchmark_section_is_what_bench_readme_writes_from_docs_benc
     assert not missing, f"README.md differs from tools/bench_readme.py docs/bench.json: {missing[:3]}"
 
 
-def test_verify_costs_are_measured_against_a_plain_step_on_tiny_ar() -> None:
-    from llmnb.perf.bench_spec import verify_costs
+def test_verify_costs_are_measured_against_a_plain_step_on_tiny_ar_for_each_path() -> None:
+    from llmnb.perf.bench_spec import PATHS, verify_costs
 
     rows = verify_costs(str(Path(__file__).parent.parent / "data" / "models" / "tiny-ar.gguf"),
-                        rows=(1, 3, 9), repeats=1, context=20)
-    assert [r["rows"] for r in rows] == [1, 3, 9] and rows[0]["decode_steps"] == 1.0
+                        rows=(1, 3, 9), repeats=1, context=20, paths=PATHS)
+    assert [(r["path"], r["rows"]) for r in rows] == [(p, t) for p in PATHS for t in (1, 3, 9)]
+    assert all(r["decode_steps"] == 1.0 for r in rows if r["rows"] == 1)
     assert all(r["ms"] > 0 for r in rows)

@@ -16,7 +16,6 @@ free slots is prefilled in pieces that fit.
 """
 from __future__ import annotations
 
-import codecs
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import numpy.typing as npt
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.kv_eviction import EvictingKVCache
 from llmnb.ar.sampling import Greedy, Sampler
+from llmnb.ar.text_stream import TextStream
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
@@ -122,17 +122,6 @@ class Generator:
         self.stop_reason = reason
 
 
-def _hold_back(text: str, stops: Sequence[str]) -> int:
-    """How many trailing characters might still grow into a stop string (not safe to emit)."""
-    hold = 0
-    for s in stops:
-        for n in range(min(len(s) - 1, len(text)), 0, -1):
-            if text.endswith(s[:n]):
-                hold = max(hold, n)
-                break
-    return hold
-
-
 def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 128,
              sampler: Sampler | None = None, chat: bool = False, system: str | None = None,
              stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None,
@@ -158,40 +147,15 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
         model.config, capacity, kv_budget, kv_recent, kv_sinks, kv_policy, kv_scope)
     g = Generator(model, sampler, capacity=capacity, cache=cache)
     g.prefill(ids)
-    tok = model.tokenizer
-    eog = set(tok.eog_ids)
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # holds split characters
-    tokens: list[int] = []
-    text, emitted = "", 0
+    out = TextStream(model.tokenizer, max_new_tokens, stop, on_text)
     t0 = time.perf_counter()
     while g.state != STOPPED:
         token = g.next_token()
-        tokens.append(token)
-        if token in eog:
-            g.stop("eos")
-            break
-        text += utf8.decode(tok.token_bytes(token))
-        hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stop) if i >= 0),
-                  default=-1)
-        if hit >= 0:
-            text = text[:hit]
-            g.stop("stop_string")
-        elif len(tokens) >= max_new_tokens:
-            g.stop("max_tokens")
-        elif g.cache.length >= g.cache.capacity:
-            g.stop("context_full")
-        if g.state == STOPPED and hit < 0:
-            text += utf8.decode(b"", final=True)
-        safe = len(text) if g.state == STOPPED else len(text) - _hold_back(text, stop)
-        if on_text is not None and safe > emitted:
-            on_text(text[emitted:safe])
-        emitted = max(emitted, safe)
-        if g.state != STOPPED:
+        if out.push(token, context_full=g.cache.length >= g.cache.capacity):
+            g.stop(out.stop_reason)
+        else:
             g.feed(token)
     g.stats.decode_s = time.perf_counter() - t0
-    g.stats.new_tokens = len(tokens)
-    if g.stop_reason == "eos":
-        text += utf8.decode(b"", final=True)
-    if on_text is not None and len(text) > emitted:
-        on_text(text[emitted:])
-    return GenerationResult(ids, tokens, text, g.stop_reason, g.stats)
+    g.stats.new_tokens = len(out.tokens)
+    out.finish()
+    return GenerationResult(ids, out.tokens, out.text, g.stop_reason, g.stats)

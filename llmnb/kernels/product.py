@@ -3,9 +3,17 @@
 Few rows (decode, a speculative verify, a short prompt) are bound by reading the weight:
 the quantized kernels read it once for all rows. Many rows (a long prompt, a diffusion
 canvas) are bound by arithmetic, where OpenBLAS's sgemm is several times faster than any
-loop here: the weight is dequantized, a slice of output columns at a time, into a reused
-float32 scratch buffer, and multiplied there. ``DENSE_ROWS`` is where the second way
-starts to win, measured with ``python -m llmnb.perf.bench_quant`` (``crossover`` rows).
+loop here: the weight is dequantized a panel of output columns at a time (PANEL_BYTES,
+so the panel stays in the core's L2) into a reused float32 scratch, and each panel is
+multiplied by BLAS at once. With SmolLM2's Q4_1 matrices, at 1 thread, this is 1.0-1.1x the
+float32 product's speed at 128 rows and 0.85x at 512: the dequantized panel is read from
+cache where float32 weights stream from memory. At 2 threads it is 0.7x: BLAS's threads
+wake for every panel's product (running the panels on our own threads, BLAS held to one,
+reached 1.0x, but changing BLAS's thread count mid-run left later decode steps slow).
+
+``DENSE_ROWS`` is where the dense way starts to win: c(T) of both ways, measured with
+``bench_quant.cost_curve`` (``llmnb bench quant``'s rows with "rows"; run here at 1 and at
+2 threads under ``llmnb.threads``), crossed between 20 and 24 rows at both thread counts.
 """
 from __future__ import annotations
 
@@ -23,8 +31,9 @@ from llmnb.gguf.constants import GGMLType
 
 F32 = npt.NDArray[np.float32]
 
-DENSE_ROWS = 48             # from this many rows on, dequantize + sgemm (bench_quant cost_curve)
-SCRATCH_BYTES = 16 << 20    # the float32 scratch: at most this many bytes of W.T at a time
+DENSE_ROWS = 24             # from this many rows on, dequantize + sgemm (see the module docstring)
+PANEL_BYTES = 512 << 10     # a scratch panel: this many bytes of W.T at a time (in L2) ...
+PANEL_TILES = 4             # ... but at least 4 tiles: each BLAS call wakes BLAS's threads
 
 
 def kind_code(w: PackedMatrix) -> int:
@@ -64,18 +73,22 @@ class Scratch:
 SCRATCH = Scratch()
 
 
-def dense_matmul(x: F32, w: PackedMatrix) -> F32:
-    """x (T, in) @ W.T through float32 slices of W.T and BLAS: (T, n_out)."""
+def dense_matmul(x: F32, w: PackedMatrix, panel_bytes: int | None = None) -> F32:
+    """x (T, in) @ W.T through float32 panels of W.T and BLAS: (T, n_out).
+
+    Each panel (a few tiles of output columns, about `panel_bytes`) is dequantized into
+    a scratch and multiplied at once, while it is still in the core's cache."""
     if w.w_t is not None:
         return x @ w.w_t
     out: F32 = np.empty((x.shape[0], w.n_tiles * TILE), dtype=np.float32)
-    step = max(1, SCRATCH_BYTES // (4 * w.n_in * TILE))               # tiles per slice
+    step = max(PANEL_TILES, (panel_bytes or PANEL_BYTES) // (4 * w.n_in * TILE))   # tiles per panel
     kind = kind_code(w)
-    for t0 in range(0, w.n_tiles, step):
-        t1 = min(w.n_tiles, t0 + step)
-        cols = SCRATCH.get(w.n_in, (t1 - t0) * TILE)                   # (in, slice)
-        dequantize_columns(kind, w.qs, w.d, w.m, w.group, t0, t1, cols)
-        np.matmul(x, cols, out=out[:, t0 * TILE:t1 * TILE])
+
+    for a in range(0, w.n_tiles, step):
+        b = min(w.n_tiles, a + step)
+        cols = SCRATCH.get(w.n_in, (b - a) * TILE)                     # (in, panel)
+        dequantize_columns(kind, w.qs, w.d, w.m, w.group, a, b, cols)
+        np.matmul(x, cols, out=out[:, a * TILE:b * TILE])
     return out if out.shape[1] == w.n_out else out[:, :w.n_out]
 
 

@@ -45,24 +45,41 @@ class Product(Protocol):
 # against 3.1/3.3/3.5 for the matrix-matrix product. ``notebooks/10`` shows the curve.
 FEW_ROWS = 6
 COL_BLOCK = 1024
+# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide``)
+# beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8
+# (SmolLM2-135M, 1 thread, ``python -m llmnb.perf.bench_spec --paths``); at T = 2 and 3 it
+# loses (2.4 against 1.7 at T = 2).
+WIDE_ROWS = 4
+# A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
+# beats the kernels' few-row products from this many rows on: 157 against 205 ms at T = 8,
+# 174 against 169 at T = 6, 139 against 119 at T = 4 (SmolLM2-135M Q4_1, 1 thread, ``--paths``).
+WIDE_ROWS_QUANTIZED = 8
 
 
-def linear(x: F32, w_t: F32 | Product) -> F32:
-    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out).
+def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
+    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
+    optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
 
-    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``.
+    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
+    WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
 
     The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
     (sgemv over columns: ~1.7x the bandwidth of the (out, in) layout when rows are short,
     as they are here, measured by ``llmnb bench ar``). One token is a vector @ matrix
     product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
-    row over cache-sized column blocks; more tokens are a plain matrix product.
+    row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
+    when the (out, in) copy is given.
     """
-    if not isinstance(w_t, np.ndarray):
-        return w_t.matmul(x)
     out: F32
+    if not isinstance(w_t, np.ndarray):
+        if w is not None and x.shape[0] >= WIDE_ROWS_QUANTIZED:
+            out = (w @ x.T).T                                 # (T, out), a view of (out, T)
+            return out
+        return w_t.matmul(x)
     t = x.shape[0]
-    if t == 1:
+    if w is not None and t >= WIDE_ROWS:
+        out = (w @ x.T).T                                     # (T, out), a view of (out, T)
+    elif t == 1:
         out = (x[0] @ w_t)[None, :]                           # (1, out)
     elif t <= FEW_ROWS:
         n = w_t.shape[1]

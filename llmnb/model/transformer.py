@@ -43,7 +43,8 @@ from llmnb.model.blocks import (
     rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
-from llmnb.model.weights import Weights
+from llmnb.model.weights import Weights, available_memory
+from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes, wide_size
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -83,11 +84,37 @@ class Transformer:
                                       config.rope_scaling, config.rope_factor, config.rope_orig_ctx)
         self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
                                        config.rope_attn_factor)
+        self.wide: list[WideLayer] = []                # (out, in) copies (``use_wide``) ...
+        self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
         # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
         self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
         # attention() scales q.k by 1/sqrt(head_dim); a family with another scale rescales q
         self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
                         if config.attn_scale else 1.0)
+
+    def use_wide(self, on: bool = True, quantized: bool = False) -> int:
+        """Keep (or drop) the wide layout of the weights, which batches of WIDE_ROWS rows or
+        more multiply faster (``llmnb.model.wide``): float32 weights held in memory get their
+        (out, in) copy; quantized ones only with `quantized` (a dequantized float32 copy of
+        the whole model). Returns the bytes it holds (0: off, weights without a copy, or a
+        copy that would leave less than a quarter of the available memory)."""
+        w = self.weights
+        if w.residency != "resident" or (w.weights == "quantized" and not quantized):
+            on = False
+        layers = [w.layer(i) for i in range(self.config.n_layer)] if on and not self.wide else []
+        if layers:
+            mats = [m for lw in layers for m in (lw.wqkv_t, lw.wo_t, lw.w_gate_up_t, lw.w_down_t)]
+            size = sum(wide_size(m) for m in mats) + wide_size(w.head_t())
+            on = size < 0.75 * available_memory()
+        if not on:
+            self.wide, self.wide_head = [], None
+            return 0
+        if not self.wide:
+            self.wide = [WideLayer(wide(lw.wqkv_t, quantized), wide(lw.wo_t, quantized),
+                                   wide(lw.w_gate_up_t, quantized),
+                                   wide(lw.w_down_t, quantized)) for lw in layers]
+            self.wide_head = wide(w.head_t(), quantized)
+        return wide_bytes(self.wide, self.wide_head)
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
@@ -109,9 +136,10 @@ class Transformer:
             h *= np.float32(c.embd_scale)
         for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
+            ww = self.wide[i] if self.wide else NARROW
             slides = c.swa_layers[i] if c.swa_layers else False
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
-            qkv = linear(x, lw.wqkv_t)                                           # (T, nq + 2 nkv)
+            qkv = linear(x, lw.wqkv_t, ww.wqkv)                            # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
             # q and k heads side by side, (nh + nkv, T, hd): normed per head, then rotated in one call
@@ -137,14 +165,14 @@ class Transformer:
                 p = attention_weights(q, k, causal, q_offset, mask)      # (nkv, g, T, S)
                 observe(i, p)
                 a = attend(p, v)
-            o = linear(a, lw.wo_t)                                         # (T, d)
+            o = linear(a, lw.wo_t, ww.wo)                                  # (T, d)
             if lw.post_attn_norm is not None:
                 o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
             h = h + o
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
-            gu = linear(x, lw.w_gate_up_t)                                     # (T, 2 ff)
+            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                   # (T, 2 ff)
             act = geglu if c.ffn_act == "gelu" else swiglu
-            f = linear(act(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t)       # (T, d)
+            f = linear(act(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t, ww.w_down)   # (T, d)
             if lw.post_ffn_norm is not None:
                 f = rms_norm(f, lw.post_ffn_norm, c.rms_eps)
             h = h + f
@@ -165,7 +193,7 @@ class Transformer:
     def logits(self, hidden: F32) -> F32:
         """(T, d) hidden states -> (T, vocab) logits through the output head (soft-capped
         when the config asks)."""
-        out = linear(hidden, self.weights.head_t())
+        out = linear(hidden, self.weights.head_t(), self.wide_head)
         return softcap(out, self.config.logit_softcap) if self.config.logit_softcap else out
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,

@@ -186,7 +186,8 @@ def _spec(repeats: int, threads: list[int] | None, peer: str | None, weights: We
     from llmnb.perf.bench_spec import bench_spec
 
     # tiny-ar (from data/) always; SmolLM2 if pulled
-    return bench_spec(repeats=min(repeats, 3), threads=threads) if _has_data("spec") else None
+    return (bench_spec(repeats=min(repeats, 3), threads=threads, weights=weights)
+            if _has_data("spec") else None)
 
 
 BENCHES: dict[str, tuple[str, BenchFn]] = {

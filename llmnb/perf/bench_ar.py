@@ -10,7 +10,7 @@ matrices by many vectors at once and is compute-bound instead. Each (thread coun
 runs in a fresh subprocess. Its memory: ``interpreter_rss_bytes`` once llmnb (numpy, BLAS)
 is imported, ``baseline_rss_bytes`` once every kernel has also run once (numba, LLVM and the
 compiled kernels loaded: the interpreter's baseline), ``rss_bytes`` resident after the
-timed runs, ``peak_rss_bytes`` the process's peak (including a JIT compile, had the cache been
+timed runs, ``peak_rss_bytes`` the process's own peak (VmHWM; including a JIT compile, had the cache been
 cold), and ``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
 llama.cpp build folder or its ``llama-bench``), llama.cpp's pp/tg on the same file are
 measured in the same run and reported as ratios.
@@ -51,6 +51,20 @@ def resident_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def peak_resident_bytes() -> int:
+    """This process's peak resident memory: Linux's high-water mark of its own address space
+    (VmHWM). getrusage's ru_maxrss is not that: it carries over a fork and exec, so a worker
+    would report the parent's resident memory at the fork when that was larger."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> dict[str, object]:
     """One thread count, measured in this process (run by ``bench_ar`` as a subprocess)."""
     import llmnb
@@ -83,7 +97,7 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -
         "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
         "interpreter_rss_bytes": interpreter, "baseline_rss_bytes": baseline,
         "rss_bytes": resident_bytes(),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": peak_resident_bytes(),
     }
 
 

@@ -1,25 +1,32 @@
 """``llmnb bench spec``: speculative decoding's speed-up over plain greedy decoding.
 
-For each model (tiny-ar, and SmolLM2-135M when pulled), thread count, prompt set and drafter
-set, every prompt is generated greedily by ``llmnb.generate`` and by
-``llmnb.ar.speculative.generate_speculative``; the tokens must be identical (the bench stops
-otherwise), and the speed-up is the ratio of the median wall times of the whole call (prefill
-+ decode), one warm-up run first (it is the one checked for identity), timed runs alternating
-plain / speculative. A set's figure is the geometric mean over its prompts.
+For each model (tiny-ar, and SmolLM2-135M when pulled), weights kind (SmolLM2: ``quantized``,
+the default a user gets, and ``f32``; tiny-ar: its file's, float32), thread count, prompt and
+drafter set, the prompt is generated greedily by ``llmnb.generate`` and by
+``llmnb.ar.speculative.generate_speculative`` on the same loaded model (same weights, same
+process); the tokens must be identical (the bench stops otherwise). Column ``verify``:
+``kernels`` (the quantized target's default: its blocks, no float32 copy) or ``wide`` (an
+(out, in) float32 copy: the float32 target's default; for the quantized target the dequantized
+copy of ``wide=True``, run on the copy+edit+code set beside the default). The speed-up is the ratio
+of the median wall times of the whole call (prefill + decode), after one warm-up run of each
+(the one checked for identity), timed runs alternating plain / speculative. Each prompt gives a
+row (speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
+verified); each set a row with the geometric mean of its prompts' speed-ups.
 
-The verify batch's cost depends on the BLAS kernel: numpy's OpenBLAS picks its kernel at run time
-(``OPENBLAS_CORETYPE`` overrides it, and the machine facts printed first name it); on the AMD EPYC
-machines here a T-row pass of SmolLM2 cost 3.4 decode steps at T = 8 with the SkylakeX kernel
-and 2.2 with the Haswell one (1 thread), and every speed-up follows that ratio.
-``python -m llmnb.perf.bench_spec`` prints that cost, c(T) in decode steps, for T = 1 ... 33
-rows (``verify_costs``).
+Prompt sets for SmolLM2. ``copy+edit+code``: copying a paragraph, rewriting it with one word
+replaced throughout, renaming an identifier in a function, continuing a module that repeats a
+pattern -- output that repeats text of the context, where draft-free drafters shine; ``prose``:
+open-ended writing, where they have little to copy and speculation must not cost anything;
+``code`` (the rename and module prompts) runs the model drafters: a Q4_0 copy of the target
+(``llmnb quantize``) and ``self:N``.
+tiny-ar only knows its synthetic tasks (``data/eval/tiny_heldout.jsonl``): its ``copy+edit+code``
+set is the held-out *python* and *listing* prompts (its longest fixed answers), its ``prose``
+set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh subprocess.
 
-Prompt sets. ``copy+code``: copying and editing tasks (text the answer repeats from the
-prompt, where prompt lookup shines) and code (where it does not); ``prose``: open-ended
-writing. tiny-ar only knows its synthetic tasks (``data/eval/tiny_heldout.jsonl``): its
-``copy+code`` set is the held-out *python* and *listing* prompts (its longest fixed answers),
-its ``prose`` set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh
-subprocess.
+``python -m llmnb.perf.bench_spec`` prints what a verify batch of T rows costs, c(T) in decode
+steps, at the knots of the controller's cost model (``verify_costs``), for each way of
+multiplying (``--paths``: float32 as loaded, with the wide copies, quantized kernels, quantized
+with a dequantized wide copy).
 """
 from __future__ import annotations
 
@@ -35,13 +42,10 @@ from typing import Any
 
 from llmnb.perf.bench import need_data_dir
 
-
-PARAGRAPH = ("The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins "
-             "with a single step. All that glitters is not gold. Actions speak louder than words, "
-             "and the early bird catches the worm.")
-TYPOS = ("Yesterday I went to the libary to borow a book about astronmy. The librarian was very "
-         "helpfull and showed me were the science section was. I found a book about the planits "
-         "and the stars, and I red it all evening.")
+PARAGRAPH = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. From "
+             "the top of the lighthouse he could see the whole bay, the fishing boats coming home "
+             "and the gulls circling over the harbour. He had kept the lighthouse for forty years, "
+             "and he knew every rock and every current of the bay.")
 CODE = '''def area(width, height):
     """Return the area of a rectangle."""
     return width * height
@@ -51,7 +55,7 @@ def perimeter(width, height):
     """Return the perimeter of a rectangle."""
     return 2 * (width + height)
 '''
-ARITH = '''def add(a, b):
+MODULE = '''def add(a, b):
     """Return a + b."""
     return a + b
 
@@ -63,44 +67,82 @@ def sub(a, b):
 
 def mul(a, b):'''
 
-# (prompt, chat)
-SMOL_SETS: dict[str, list[tuple[str, bool]]] = {
-    "copy+code": [
-        ("Repeat the following text exactly, word for word:\n\n" + PARAGRAPH, True),
-        ("Fix the spelling mistakes in the following text. Write out the whole corrected text.\n\n"
-         + TYPOS, True),
-        ("Rewrite the following Python code, renaming the function `area` to `rectangle_area`. "
-         "Return the whole code.\n\n" + CODE, True),
-        ("Convert this comma-separated list into a bulleted Markdown list, one item per line:\n\n"
-         "apples, bananas, cherries, dates, elderberries, figs, grapes, honeydew melons, kiwis, "
-         "lemons", True),
-        ("Write a Python class Stack with push, pop, peek, is_empty and size methods.", True),
-        (ARITH, False),
-    ],
-    "prose": [
-        ("Write a short story about a dragon who learns to paint.", True),
-        ("Explain why the sky is blue to a ten-year-old.", True),
-        ("Write a letter to a friend describing your summer holiday.", True),
-    ],
+# name -> (prompt, chat)
+SMOL_SETS: dict[str, dict[str, tuple[str, bool]]] = {
+    "copy+edit+code": {
+        "copy": ("Repeat the following paragraph exactly, word for word:\n\n" + PARAGRAPH, True),
+        "edit": ('Rewrite the following paragraph, replacing the word "lighthouse" with "tower" '
+                 "everywhere. Change nothing else.\n\n" + PARAGRAPH, True),
+        "rename": ("Rewrite the code below with `width` renamed to `length`.\n\n```python\n"
+                   + CODE + "```", True),
+        "module": (MODULE, False),
+    },
+    "prose": {
+        "story": ("Write a short story about a dragon who learns to paint.", True),
+        "explain": ("Explain why the sky is blue to a ten-year-old.", True),
+        "letter": ("Write a letter to a friend describing your summer holiday.", True),
+    },
 }
-TINY_FAMILIES = {"copy+code": ("python", "listing"), "prose": ("explain", "poem")}
-DRAFTERS: dict[str, list[list[str]]] = {
-    "tiny-ar": [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
-    "smollm2-135m": [["lookup"], ["lookup", "self:24"]],
+TINY_FAMILIES = {"copy+edit+code": ("python", "listing"), "prose": ("explain", "poem")}
+SMOL_SETS["code"] = {k: SMOL_SETS["copy+edit+code"][k] for k in ("rename", "module")}
+# (model, set) -> drafter sets
+DRAFTERS: dict[tuple[str, str], list[list[str]]] = {
+    ("tiny-ar", "copy+edit+code"): [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
+    ("tiny-ar", "prose"): [["lookup"], ["self:2"], ["lookup", "self:2"], ["Q8_0"]],
+    ("smollm2-135m", "copy+edit+code"): [["lookup", "ngram"]],
+    ("smollm2-135m", "prose"): [["lookup", "ngram"]],
+    ("smollm2-135m", "code"): [["Q4_0"], ["self:10"]],
 }
-MAX_NEW = {"tiny-ar": 64, "smollm2-135m": 64}
+MAX_NEW = {"tiny-ar": 64, "smollm2-135m": 128}
 
 
-def tiny_sets(per_family: int = 3) -> dict[str, list[tuple[str, bool]]]:
+def tiny_sets(per_family: int = 3) -> dict[str, dict[str, tuple[str, bool]]]:
     heldout = need_data_dir("spec") / "eval" / "tiny_heldout.jsonl"
     rows = [json.loads(line) for line in heldout.open()]
-    return {name: [(r["prompt"], True) for fam in fams
-                   for r in [x for x in rows if x["family"] == fam][:per_family]]
+    return {name: {f"{fam} {i + 1}": (r["prompt"], True) for fam in fams
+                   for i, r in enumerate([x for x in rows if x["family"] == fam][:per_family])}
             for name, fams in TINY_FAMILIES.items()}
 
 
-def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
-    """One model at one thread count (run by ``bench_spec`` in a fresh process)."""
+KEYS = ("model", "weights", "verify", "threads", "set", "prompt", "drafters", "prompts",
+        "speedup_geomean", "speedup_min", "speedup_max", "plain_tok_s", "spec_tok_s",
+        "tok_per_fwd", "acceptance", "acceptance_by_drafter", "verified_rounds", "rounds",
+        "mean_tokens", "identical")
+
+
+def acceptance_text(accepted: dict[str, int], proposed: dict[str, int]) -> str:
+    """"lookup 93%, self:24 n/a": accepted / verified draft tokens per drafter."""
+    return ", ".join(f"{name} {accepted[name] / n:.0%}" if n else f"{name} n/a"
+                     for name, n in proposed.items())
+
+
+def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """A set's row from its prompts' rows: the geometric mean of the speed-ups."""
+    acc = {k: sum(r["accepted"][k] for r in rows) for k in rows[0]["accepted"]}
+    prop = {k: sum(r["proposed"][k] for r in rows) for k in rows[0]["proposed"]}
+    verified = sum(prop.values())
+    return {**{k: rows[0][k] for k in ("model", "weights", "verify", "threads", "set", "drafters")},
+            "prompt": name,
+            "prompts": len(rows),
+            "speedup_geomean": math.exp(statistics.fmean(math.log(r["speedup_geomean"])
+                                                         for r in rows)),
+            "speedup_min": min(r["speedup_geomean"] for r in rows),
+            "speedup_max": max(r["speedup_geomean"] for r in rows),
+            "plain_tok_s": statistics.fmean(r["plain_tok_s"] for r in rows),
+            "spec_tok_s": statistics.fmean(r["spec_tok_s"] for r in rows),
+            "tok_per_fwd": statistics.fmean(r["tok_per_fwd"] for r in rows),
+            "acceptance": sum(acc.values()) / verified if verified else None,
+            "acceptance_by_drafter": acceptance_text(acc, prop),
+            "verified_rounds": sum(r["verified_rounds"] for r in rows),
+            "rounds": sum(r["rounds"] for r in rows),
+            "mean_tokens": statistics.fmean(r["mean_tokens"] for r in rows),
+            "identical": all(r["identical"] for r in rows), "accepted": acc, "proposed": prop}
+
+
+def worker(model: str, threads: int, repeats: int,
+           weights: str = "quantized") -> list[dict[str, Any]]:
+    """One model at one thread count on one weights kind (run by ``bench_spec`` in a fresh
+    process)."""
     import llmnb
     from llmnb.ar.drafters import Drafter, make_drafter
     from llmnb.ar.speculative import generate_speculative
@@ -110,67 +152,72 @@ def worker(model: str, threads: int, repeats: int) -> list[dict[str, Any]]:
     with llmnb.threads(threads), tempfile.TemporaryDirectory() as tmp:
         path = (need_data_dir("spec") / "models" / "tiny-ar.gguf" if model == "tiny-ar"
                 else llmnb.hub.resolve(model))
-        m = llmnb.load(path)
-        m.transformer                                            # weights ready before timing
+        m = llmnb.load(path, weights=weights)                   # plain and speculative alike
+        weights = m.transformer.weights.weights                  # weights ready before timing
         sets = tiny_sets() if model == "tiny-ar" else SMOL_SETS
         n = MAX_NEW[model]
         pool: dict[str, Drafter] = {}
-        for names in DRAFTERS[model]:
+        for names in (x for set_name in sets for x in DRAFTERS[model, set_name]):
             for name in names:
-                if name == "Q8_0" and name not in pool:          # a quantized copy, as the seed
-                    q8 = Path(tmp) / f"{Path(path).stem}.Q8_0.gguf"
-                    quantize_file(path, q8, "Q8_0")
-                    pool[name] = make_drafter(str(q8), m)
+                if name in ("Q8_0", "Q4_0") and name not in pool:   # a quantized copy
+                    copy = Path(tmp) / f"{Path(path).stem}.{name}.gguf"
+                    quantize_file(path, copy, name)
+                    pool[name] = make_drafter(str(copy), m)
                 elif name not in pool:
                     pool[name] = make_drafter(name, m)
         for set_name, prompts in sets.items():
-            per_config: dict[str, list[dict[str, float]]] = {"+".join(c): []
-                                                             for c in DRAFTERS[model]}
-            for prompt, chat in prompts:
-                ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)       # warm-up
-                for names in DRAFTERS[model]:
-                    drafters = [pool[x] for x in names]
-                    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat)
+            wides = ([None, True] if weights == "quantized" and set_name == "copy+edit+code"
+                     else [None])
+            for names, wide in ((x, w) for x in DRAFTERS[model, set_name] for w in wides):
+                drafters = [pool[x] for x in names]
+                verify = ("wide" if wide or weights == "f32" else "kernels")
+                per_prompt: list[dict[str, Any]] = []
+                for label, (prompt, chat) in prompts.items():
+                    ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)       # warm-up
+                    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                                             wide=wide)
                     if r.tokens != ref.tokens:
                         raise RuntimeError(f"bench spec: {model} {names} changed the output of "
-                                           f"{prompt[:40]!r}")
-                    plain_t, spec_t, tpf = [], [], []
+                                           f"{label!r}")
+                    plain_t, spec_t = [], []
                     for _ in range(repeats):
                         t0 = time.perf_counter()
                         llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)
                         t1 = time.perf_counter()
-                        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat)
+                        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                                                 wide=wide)
                         t2 = time.perf_counter()
                         plain_t.append(t1 - t0)
                         spec_t.append(t2 - t1)
-                        tpf.append(r.tokens_per_forward)
-                    acc = r.acceptance()
-                    per_config["+".join(names)].append({
-                        "speedup": statistics.median(plain_t) / statistics.median(spec_t),
-                        "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
-                        "spec_tok_s": len(ref.tokens) / statistics.median(spec_t),
-                        "tokens_per_forward": statistics.median(tpf),
-                        "acceptance": statistics.fmean(acc.values()) if acc else 0.0,
-                        "tokens": float(len(ref.tokens))})
-            for config, items in per_config.items():
-                rows.append({
-                    "model": model, "threads": threads, "set": set_name, "drafters": config,
-                    "prompts": len(items),
-                    "speedup_geomean": math.exp(statistics.fmean(math.log(x["speedup"])
-                                                                 for x in items)),
-                    "speedup_min": min(x["speedup"] for x in items),
-                    "speedup_max": max(x["speedup"] for x in items),
-                    "plain_tok_s": statistics.fmean(x["plain_tok_s"] for x in items),
-                    "spec_tok_s": statistics.fmean(x["spec_tok_s"] for x in items),
-                    "tok_per_fwd": statistics.fmean(x["tokens_per_forward"] for x in items),
-                    "acceptance": statistics.fmean(x["acceptance"] for x in items),
-                    "mean_tokens": statistics.fmean(x["tokens"] for x in items),
-                    "identical": True})
-    return rows
+                    acc = {d.name: sum(x.accepted[j] for x in r.rounds)
+                           for j, d in enumerate(drafters)}
+                    prop = {d.name: sum(x.proposed[j] for x in r.rounds)
+                            for j, d in enumerate(drafters)}
+                    one = {"model": model, "weights": weights, "verify": verify,
+                           "threads": threads, "set": set_name,
+                           "drafters": "+".join(names), "prompt": label, "prompts": 1,
+                           "speedup_geomean": statistics.median(plain_t) / statistics.median(spec_t),
+                           "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
+                           "spec_tok_s": len(ref.tokens) / statistics.median(spec_t),
+                           "tok_per_fwd": r.tokens_per_forward,
+                           "verified_rounds": sum(1 for x in r.rounds if x.rows > 1),
+                           "rounds": len(r.rounds), "mean_tokens": float(len(ref.tokens)),
+                           "identical": True, "accepted": acc, "proposed": prop}
+                    one["speedup_min"] = one["speedup_max"] = one["speedup_geomean"]
+                    verified = sum(prop.values())
+                    one["acceptance"] = sum(acc.values()) / verified if verified else None
+                    one["acceptance_by_drafter"] = acceptance_text(acc, prop)
+                    per_prompt.append(one)
+                rows.extend(per_prompt)
+                rows.append(summary(per_prompt, "geo. mean"))
+                m.transformer.use_wide(False)
+    return [{k: r[k] for k in KEYS} for r in rows]                # one key order for every row
 
 
-def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[str, Any]]:
-    """Rows for every model, thread count, set and drafter set (see the module docstring)."""
+def bench_spec(repeats: int = 3, threads: list[int] | None = None,
+               weights: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows for every model, weights kind (default: quantized and f32), thread count, set,
+    drafter set and prompt (module docstring)."""
     from llmnb import hub
     from llmnb.perf.bench import run_worker
 
@@ -182,46 +229,66 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None) -> list[dict[
               file=sys.stderr)
     rows: list[dict[str, Any]] = []
     for model in models:
-        for n in threads or [1, 2]:
-            print(f"bench spec: {model}, {n} thread(s)", file=sys.stderr)
-            rows.extend(run_worker("llmnb.perf.bench_spec", f"worker({model!r}, {n}, {repeats})",
-                                   "spec"))
+        kinds = ["auto"] if model == "tiny-ar" else weights or ["quantized", "f32"]
+        for kind in kinds:                      # tiny-ar: its file's default (float32)
+            for n in threads or [1, 2]:
+                print(f"bench spec: {model}, {kind} weights, {n} thread(s)", file=sys.stderr)
+                rows.extend(run_worker("llmnb.perf.bench_spec",
+                                       f"worker({model!r}, {n}, {repeats}, {kind!r})", "spec"))
     return rows
 
 
-VERIFY_ROWS = (1, 2, 3, 4, 6, 8, 16, 33)
+# float32 (in, out); with the wide copy; GGUF blocks; GGUF blocks with a dequantized wide copy
+PATHS = ("X@W", "W@X.T", "quantized", "quantized+W@X.T")
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
-                 rows: tuple[int, ...] = VERIFY_ROWS, repeats: int = 5,
-                 context: int = 150) -> list[dict[str, Any]]:
+                 rows: tuple[int, ...] | None = None, repeats: int = 5,
+                 context: int = 150, paths: tuple[str, ...] = ("W@X.T",)) -> list[dict[str, Any]]:
     """What a verify batch of T rows costs after `context` cached tokens: median seconds of
-    ``llmnb.ar.speculative.verify`` (T = 1 is a plain decode step) and the ratio to T = 1, the
-    c(T) / t_1 that ``VerifyCosts`` predicts."""
+    ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step on the same weights)
+    and the ratio to T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise,
+    for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
+    "W@X.T" (with the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on) and
+    "quantized" (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize +
+    sgemm from DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
+    W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized decode step)."""
     import numpy as np
 
     import llmnb
     from llmnb.ar.kv_cache import KVCache
-    from llmnb.ar.speculative import verify
+    from llmnb.ar.speculative_control import KNOTS
+    from llmnb.ar.speculative_verify import verify
     from llmnb.perf.bench import median_time
 
+    rows = KNOTS if rows is None else rows
+    out: list[dict[str, Any]] = []
     with llmnb.threads(threads):
-        m = llmnb.load(model)
-        tr = m.transformer
-        cache = KVCache(m.config, context + max(rows))
-        tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
-                   last_only=True)
-        cache.commit()
+        loaded: dict[str, llmnb.Model] = {}
+        for path in paths:
+            kind = "quantized" if path.startswith("quantized") else "f32"
+            if kind not in loaded:
+                loaded[kind] = llmnb.load(model, weights=kind)
+            m = loaded[kind]
+            tr = m.transformer
+            tr.use_wide(path.endswith("W@X.T"), quantized=True)
+            cache = KVCache(m.config, context + max(rows))
+            tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
+                       last_only=True)
+            cache.commit()
 
-        def batch(t: int) -> Callable[[], None]:
-            def run() -> None:
-                verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
-                cache.truncate(context)
-            return run
+            def batch(t: int) -> Callable[[], None]:
+                def run() -> None:
+                    verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
+                    cache.truncate(context)
+                return run
 
-        secs = [median_time(batch(t), repeats) for t in rows]
-    return [{"model": model, "threads": threads, "rows": t, "ms": 1e3 * s,
-             "decode_steps": s / secs[0]} for t, s in zip(rows, secs)]
+            one = median_time(batch(1), repeats)                # a plain step on these weights
+            secs = [one if t == 1 else median_time(batch(t), repeats) for t in rows]
+            out += [{"model": model, "threads": threads, "path": path, "rows": t, "ms": 1e3 * s,
+                     "decode_steps": s / one} for t, s in zip(rows, secs)]
+            tr.use_wide(False)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,10 +301,19 @@ def main(argv: list[str] | None = None) -> int:
                                             "(llmnb bench spec measures the speed-ups)")
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--rows", type=int, nargs="+", default=None,
+                   help="batch sizes T (default: the cost model's knots)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--paths", nargs="*", choices=PATHS, default=None,
+                   help=f"products to measure (default: W@X.T, the speculative default; "
+                        f"--paths alone: all of {', '.join(PATHS)})")
     a = p.parse_args(argv)
+    paths = ("W@X.T",) if a.paths is None else tuple(a.paths) or PATHS
     for n in a.threads:
-        _print_rows(f"verify batch cost, {a.model}, {n} thread(s), 150 cached tokens, median of 5",
-                    verify_costs(a.model, n))
+        _print_rows(f"verify batch cost, {a.model}, {n} thread(s), 150 cached tokens, "
+                    f"median of {a.repeats}",
+                    verify_costs(a.model, n, None if a.rows is None else tuple(a.rows), a.repeats,
+                                 paths=paths))
     return 0
 
 

@@ -1,0 +1,371 @@
+"""The draft-length controller and its cost model: how many tokens to draft and to verify.
+
+A round that verifies T rows costs c(T) seconds and commits its accepted tokens plus one; a
+plain decode step costs t_1 and commits one. On a CPU c(T) is well above t_1 even for two
+rows (notebook 10 measures the curve), so the controller has to decide, every round, whether
+a batch pays and how long each draft should be. It rests on two models, both measured:
+
+**Costs** (``VerifyCosts``). c(T) = t_1 * s(T), with s(T) in decode steps given at knots
+T = 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 and interpolated linearly between them (a straight
+line through the last two beyond). s starts from a measured prior (``PRIOR_STEPS``); the first
+verify batch rescales the whole curve to this machine, and every later batch of T rows moves
+the two knots around T towards what it measured (a least-mean-squares step of rate 0.3). t_1
+is an average of measured plain steps. Costs belong to the machine, the model and the thread
+count, not to a prompt, so the process keeps one ``VerifyCosts`` per (model file, threads)
+(``costs_for``): a second call starts with what the first one measured.
+
+**Acceptance** (SuperSpec's *bubble controller*: a bubble is a drafted row the target computed
+and threw away). Per drafter, and per kind of draft (``Draft.tag``: a lookup's match length),
+exponentially weighted counts (factor 0.8) of draft tokens tried and accepted, starting from
+2 * prior hits in two tries (``Draft.prior``); alpha = hits / tries. A verified draft with a of
+its n tokens accepted adds a hits and a + [a < n] tries. A draft that was not verified is
+checked against the tokens committed in this round and the next ones, up to ``SHADOW`` tokens
+or its first miss, each round adding the hits and the miss it shows (its drafter's later drafts
+wait until it is done). So a kind of draft is judged by the run it would have had, not only by
+its first token. A draft of K tokens at acceptance
+alpha then yields E(K) = 1 + alpha + ... + alpha^K tokens (its accepted prefix and the
+target's own token).
+
+Decisions (``gate=True``, the default), once t_1 is known (until then every round is a plain
+step, and a costly drafter is not asked):
+
+- a free drafter (lookup, n-gram) is asked for as many tokens as its match supports, up to
+  k_max, and its draft is trimmed to K = argmax E(K) / c(1 + K);
+- a costly drafter (a model) drafts one token first, to time it, then K_j = argmax E(K) /
+  (c(1 + K) + K d_j) tokens, d_j its measured seconds per drafted token; it is not asked in
+  a round whose free drafts already promise more tokens per second. When no K beats plain
+  steps it sits out (K_j = 0) and probes with K_j = 1 after 16 rounds, then 32, 64, ...
+  while it keeps failing;
+- the drafts to verify are chosen greedily by their own rate E / c: a draft joins the batch if
+  the batch's expected yield 1 + sum_i P(some draft keeps i tokens) (drafts independent),
+  divided by c(rows of the token tree), goes up; no draft at all, or none that beats 1 / t_1,
+  makes the round a plain decode step, as fast as ``llmnb.generate``'s.
+
+Without costs (``gate=False``) every draft is verified, and each drafter's K follows the
+bubble rule after each round it was verified in, with b = n - a its bubble:
+
+    b == 0 and n >= K_j:  K_j <- min(k_max, K_j + ceil(K_j / 2))      (grow by half)
+    b > 0:                K_j <- max(1, K_j - ceil(b / 2))            (give back half the bubble)
+
+None of this changes a token: any K and any gate decision give exactly greedy decoding, and
+each round samples exactly from the target. It changes only the speed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numexpr
+
+from llmnb.ar.draft import Draft
+from llmnb.ar.speculative_verify import TokenTree
+from llmnb.errors import UsageError
+from llmnb.model.model import Model
+
+K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, per drafter)
+SHADOW = 16           # tokens of an unverified draft checked against what gets committed
+
+KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# c(T) / t_1 at the knots: SmolLM2-135M, float32 weights, 1 thread, 150 cached tokens,
+# `python -m llmnb.perf.bench_spec --rows ...` (median of 5); the first batch rescales it.
+PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
+# ... and with the wide layout of the weights (``llmnb.model.wide``), `--paths`
+PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
+# ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
+# DENSE_ROWS = 48 on dequantize + sgemm), in quantized decode steps, `--paths quantized`
+PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
+# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
+# its W@X.T milliseconds over the quantized step's
+PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
+                              11.4)
+
+
+class VerifyCosts:
+    """Seconds of a plain decode step (t_1) and of a verify batch of T rows on this machine,
+    for one model and thread count (module docstring)."""
+
+    def __init__(self, steps: Sequence[float] = PRIOR_STEPS, rate: float = 0.3) -> None:
+        if len(steps) != len(KNOTS):
+            raise UsageError(f"VerifyCosts: expected {len(KNOTS)} steps, one per knot {KNOTS}, "
+                             f"got {len(steps)}")
+        self.steps = [float(s) for s in steps]     # c(T) / t_1 at each knot
+        self.rate = rate
+        self.t_step = 0.0                 # seconds of a plain decode step (average); 0 = unknown
+        self.batches = 0                  # verify batches measured
+
+    def _weights(self, rows: int) -> tuple[int, float]:
+        """The knot interval [i, i + 1] of `rows` and its weight on knot i + 1 (> 1 beyond
+        the last knot: the line through the last two)."""
+        i = 0
+        while i < len(KNOTS) - 2 and KNOTS[i + 1] < rows:
+            i += 1
+        return i, (rows - KNOTS[i]) / (KNOTS[i + 1] - KNOTS[i])
+
+    def steps_at(self, rows: int) -> float:
+        """c(rows) / t_1, never below one step."""
+        if rows <= 1:
+            return 1.0
+        i, w = self._weights(rows)
+        return max(1.0, (1.0 - w) * self.steps[i] + w * self.steps[i + 1])
+
+    def predict(self, rows: int) -> float:
+        """Predicted seconds of a batch of `rows` rows (0 while t_1 is unknown)."""
+        return self.t_step * self.steps_at(rows)
+
+    def time_step(self, seconds: float) -> None:
+        self.t_step = seconds if self.t_step == 0.0 else 0.7 * self.t_step + 0.3 * seconds
+
+    def time_verify(self, rows: int, seconds: float) -> None:
+        if self.t_step == 0.0 or rows < 2:
+            return
+        measured = seconds / self.t_step
+        if self.batches == 0:             # the first batch sets the level of the whole curve
+            scale = measured / self.steps_at(rows)
+            self.steps = [1.0] + [s * scale for s in self.steps[1:]]
+        else:                             # least mean squares on the two knots around T
+            i, w = self._weights(rows)
+            w = min(w, 1.0)
+            err = measured - self.steps_at(rows)
+            if i > 0:                     # knot 0 (one row) is a plain step by definition
+                self.steps[i] += self.rate * (1.0 - w) * err
+            self.steps[i + 1] += self.rate * w * err
+        self.batches += 1
+
+    def calibrate(self, seconds_for: Callable[[int], float]) -> None:
+        """Measure the curve directly: `seconds_for(T)` times a batch of T rows (T = 1 is a
+        plain step), at every knot."""
+        t1 = seconds_for(1)
+        self.t_step = t1
+        self.steps = [1.0] + [max(1.0, seconds_for(t) / t1) for t in KNOTS[1:]]
+        self.batches = max(self.batches, 1)
+
+
+_COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
+
+
+def costs_for(model: Model) -> VerifyCosts:
+    """The process's verify costs for `model` at the current thread count (numexpr's setting,
+    which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
+    wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
+    weights = model.transformer.weights.weights                # "f32" or "quantized"
+    wide = bool(model.transformer.wide)
+    key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
+    if key not in _COSTS:
+        priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
+                   (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
+        _COSTS[key] = VerifyCosts(priors[weights == "quantized", wide])
+    return _COSTS[key]
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens a round commits with a draft of k at per-token acceptance alpha:
+    1 + alpha + ... + alpha^k (the accepted prefix and the target's own token)."""
+    al = min(alpha, 0.999)
+    return (1.0 - al ** (k + 1)) / (1.0 - al)
+
+
+class BubbleController:
+    """Per-drafter K, draft trimming and the verify-or-step gate, from bubbles and measured
+    costs (module docstring). ``gate=False``: the bubble rule alone, every draft verified."""
+
+    def __init__(self, free: Sequence[bool], k: int, k_max: int, adaptive: bool = True,
+                 gate: bool = True, decay: float = 0.8, probe_every: int = 16,
+                 costs: VerifyCosts | None = None) -> None:
+        n = len(free)
+        self.free = list(free)            # drafters whose proposals cost no forward pass
+        self.k = [k] * n
+        self.k_max = k_max
+        self.adaptive = adaptive
+        self.gate = gate
+        self.decay = decay
+        self.probe_every = probe_every
+        self.hits: dict[tuple[int, int], float] = {}    # (drafter, draft tag) -> weighted hits
+        self.tries: dict[tuple[int, int], float] = {}   # ... and weighted tokens tried
+        self.draft_s = [0.0] * n          # seconds per drafted token (EMA)
+        self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0) ...
+        self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
+        self.costs = costs if costs is not None else VerifyCosts()
+        self.k_used = [k] * n             # K per drafter in the last plan (a free drafter's trim)
+        self.shadow: list[tuple[Draft, int] | None] = [None] * n   # an unverified draft and
+        #                                   how many of its tokens the committed ones matched
+
+    # -- what was measured --------------------------------------------------------------
+    def alpha(self, j: int, tag: int = 0, prior: float = 0.5) -> float:
+        """Drafter j's recent per-token acceptance rate for drafts tagged `tag` (the counts
+        start at 2 * prior hits in two tries; the draft says its prior)."""
+        key = (j, tag)
+        return self.hits.get(key, 2.0 * prior) / self.tries.get(key, 2.0)
+
+    def _score(self, j: int, d: Draft, hits: int, tries: int) -> None:
+        key = (j, d.tag)
+        self.hits[key] = self.decay * self.hits.get(key, 2.0 * d.prior) + hits
+        self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries
+
+    def time_draft(self, j: int, tokens: int, seconds: float) -> None:
+        if tokens > 0:
+            s = seconds / tokens
+            self.draft_s[j] = s if self.draft_s[j] == 0.0 else 0.7 * self.draft_s[j] + 0.3 * s
+
+    def time_step(self, seconds: float) -> None:
+        self.costs.time_step(seconds)
+
+    def time_verify(self, rows: int, seconds: float) -> None:
+        self.costs.time_verify(rows, seconds)
+
+    @property
+    def t_step(self) -> float:
+        return self.costs.t_step
+
+    def verify_cost(self, rows: int) -> float:
+        """Predicted seconds of a verify batch of `rows` rows (``VerifyCosts.predict``)."""
+        return self.costs.predict(rows)
+
+    @property
+    def costed(self) -> bool:
+        """Gate on, and a plain step's time known?"""
+        return self.gate and self.costs.t_step > 0.0
+
+    # -- decisions ----------------------------------------------------------------------
+    def rate(self, alpha: float, k: int, per_draft: float) -> float:
+        """Tokens per second of a round verifying a draft of k at acceptance alpha, drafting
+        at `per_draft` seconds a token (k = 0: a plain step)."""
+        return expected_tokens(alpha, k) / (self.costs.predict(1 + k) + k * per_draft)
+
+    def best_k(self, alpha: float, k_max: int, per_draft: float) -> int:
+        """argmax_K expected tokens / (c(1 + K) + K * per_draft) over 1..k_max, or 0 when
+        no K beats plain decode steps."""
+        al = min(alpha, 0.999)
+        best, best_rate, power = 0, 1.0 / self.t_step, al
+        for kk in range(1, k_max + 1):
+            power *= al                                  # al^(kk+1)
+            cost = self.costs.predict(1 + kk) + kk * per_draft
+            rate = (1.0 - power) / (1.0 - al) / cost
+            if rate > best_rate:
+                best, best_rate = kk, rate
+        return best
+
+    def draft_length(self, j: int, drafts: Sequence[Draft] = ()) -> int:
+        """How many tokens to ask drafter j for, given the `drafts` of this round so far (the
+        free drafters ask first): a free drafter k_max once costs are known (``plan`` trims
+        it), else its K; a costly drafter its K, but none while the gate still has to time a
+        plain step, one (to time it) before its own cost is known, and none when a free draft
+        already promises a higher rate."""
+        if self.free[j]:
+            return self.k_max if self.costed else self.k[j]
+        if not self.gate:
+            return self.k[j]
+        if not self.costed or self.k[j] == 0:
+            return 0
+        if self.draft_s[j] == 0.0:                # its cost unknown: a one-token probe
+            return 1
+        own = self.rate(self.alpha(j), self.k[j], self.draft_s[j])
+        for i, d in enumerate(drafts):
+            if self.free[i] and len(d) > 0:
+                a = self.alpha(i, d.tag, d.prior)
+                if self.rate(a, self.best_k(a, len(d), 0.0), 0.0) >= own:
+                    return 0
+        return self.k[j]
+
+    def plan(self, drafts: Sequence[Draft]) -> list[int]:
+        """How many of each draft's tokens to verify; all zero = a plain decode step."""
+        lengths = [len(d) for d in drafts]
+        self.k_used = [self.k[j] if not self.free[j] or not self.costed else 0
+                       for j in range(len(drafts))]
+        if not self.gate or sum(lengths) == 0:
+            return lengths
+        if not self.costed:                       # time a plain step first
+            return [0] * len(drafts)
+        # each draft trimmed to its own best length (drafting is paid for already) ...
+        alphas = [self.alpha(j, d.tag, d.prior) for j, d in enumerate(drafts)]
+        trim = [self.best_k(a, n, 0.0) if n > 0 else 0 for a, n in zip(alphas, lengths)]
+        for j, n in enumerate(trim):
+            if self.free[j]:
+                self.k_used[j] = n
+        # ... then the batch built greedily, best draft first, while its rate goes up
+        order = sorted((j for j in range(len(drafts)) if trim[j] > 0),
+                       key=lambda j: -self.rate(alphas[j], trim[j], 0.0))
+        plan = [0] * len(drafts)
+        tree = TokenTree()
+        best = 1.0 / self.t_step                  # a plain step
+        for j in order:
+            rows = len(tree) + trim[j] - tree.shared(drafts[j].tokens[:trim[j]])
+            plan[j] = trim[j]
+            rate = self._yield(alphas, plan) / self.costs.predict(rows)
+            if rate > best:
+                best = rate
+                tree.add(drafts[j].tokens[:trim[j]])
+            else:
+                plan[j] = 0
+        return plan
+
+    @staticmethod
+    def _yield(alphas: Sequence[float], plan: Sequence[int]) -> float:
+        """Expected tokens of a round verifying plan[j] tokens of each draft: 1 + sum over i
+        of P(some draft keeps at least i tokens), the drafts taken as independent."""
+        total, i = 1.0, 1
+        while i <= max(plan):
+            miss = 1.0
+            for a, n in zip(alphas, plan):
+                if n >= i:
+                    miss *= 1.0 - min(a, 0.999) ** i
+            total += 1.0 - miss
+            i += 1
+        return total
+
+    def _follow(self, j: int, committed: Sequence[int]) -> None:
+        """Check drafter j's unverified draft against `committed`, the round's tokens, and
+        score what they show at once (a tokens matched, and a miss if one did not); it is done
+        once it misses or SHADOW (or all) of its tokens matched."""
+        pending = self.shadow[j]
+        if pending is None:
+            return
+        d, matched = pending
+        want = min(len(d), SHADOW)
+        hits, miss = 0, 0
+        for tok in committed:
+            if matched + hits == want:
+                break
+            if d.tokens[matched + hits] != tok:
+                miss = 1
+                break
+            hits += 1
+        self._score(j, d, hits, hits + miss)
+        matched += hits
+        self.shadow[j] = None if miss or matched == want else (d, matched)
+
+    def after_round(self, drafts: Sequence[Draft], plan: Sequence[int], accepted: Sequence[int],
+                    committed: Sequence[int]) -> None:
+        """Score the drafts (a verified branch: its bubble; an unverified draft: the run it
+        would have had among the `committed` tokens of this and the next rounds), then set
+        every drafter's next K."""
+        for j, d in enumerate(drafts):
+            n = plan[j]
+            if n == 0 and len(d) > 0:
+                self._follow(j, committed)                # the earlier draft, if still open
+                if self.shadow[j] is None:
+                    self.shadow[j] = (d, 0)
+                    self._follow(j, committed)
+                continue
+            self.shadow[j] = None                         # verified (or no draft): its own
+            if n > 0:                                     # outcome counts
+                a = accepted[j]
+                self._score(j, d, a, a + (1 if a < n else 0))
+                if self.adaptive and not self.costed:     # the bubble rule
+                    bubble = n - a
+                    if bubble == 0 and n >= self.k[j]:
+                        self.k[j] = min(self.k_max, self.k[j] + (self.k[j] + 1) // 2)
+                    elif bubble > 0:
+                        self.k[j] = max(1, self.k[j] - (bubble + 1) // 2)
+        if not (self.adaptive and self.costed):
+            return
+        for j in range(len(self.k)):
+            if self.free[j]:
+                continue                                  # drafts k_max, trimmed by plan
+            kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j])
+            if kk > 0:
+                self.paused[j], self.probe_gap[j] = 0, self.probe_every
+            else:                                         # cannot pay: sit out, then probe
+                self.paused[j] += 1
+                if self.paused[j] >= self.probe_gap[j]:   # a probe of one token, and twice
+                    kk = 1                                # as long a rest if it fails again
+                    self.paused[j], self.probe_gap[j] = 0, 2 * self.probe_gap[j]
+            self.k[j] = kk

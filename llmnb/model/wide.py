@@ -1,0 +1,77 @@
+"""The wide layout: (out, in) copies of a model's float32 matrices, for products over many rows.
+
+Decoding multiplies one row by each weight, and the (in, out) layout the loader keeps is the
+fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 4..64 rows by
+each weight, and there the other layout wins: W stored (out, in) and multiplied as
+``W @ X.T``, OpenBLAS's matrix-matrix product reads the weight once as it is, where ``X @ W.T``
+with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens) a
+verify batch of 8 rows costs about 2.7 decode steps this way against 4.6 (``python -m
+llmnb.perf.bench_spec --paths``, notebook 10 draws both curves).
+
+The price is memory: a second copy of every float32 matrix (the head included), made on
+request (``Transformer.use_wide``) for float32 weights held in memory.
+
+Quantized weights get the copy only when asked (``generate_speculative(..., wide=True)``):
+dequantized, it is a float32 copy of the whole model (about 540 MB for SmolLM2-135M beside its
+98 MB of blocks), which undoes what the quantized residency is for. The kernels' few-row
+products (``llmnb.kernels``) read the blocks once for all rows but do every row's arithmetic,
+so their cost grows with T: on SmolLM2-135M's Q4_1 blocks (1 thread, 150 cached tokens,
+``python -m llmnb.perf.bench_spec --paths``) a batch of 8 / 16 / 32 rows cost 205 / 401 /
+685 ms against a quantized decode step of 33 ms (6.1 / 12.0 / 20.5 steps), where the
+dequantized wide copy cost 157 / 182 / 264 ms (4.7 / 5.5 / 7.9 of those steps). Below
+WIDE_ROWS_QUANTIZED rows the kernels stay cheaper (119 against 139 ms at T = 4).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from llmnb.kernels import PackedMatrix, PackedParts, to_dense
+
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass
+class WideLayer:
+    """One layer's matrices in (out, in) layout (no suffix: W itself, not W.T); None: not
+    held (``NARROW``, the layer without copies)."""
+
+    wqkv: F32 | None        # (n_head*hd + 2*n_kv*hd, d)
+    wo: F32 | None          # (d, n_head*hd)
+    w_gate_up: F32 | None   # (2*ff, d)
+    w_down: F32 | None      # (d, ff)
+
+
+NARROW = WideLayer(None, None, None, None)
+
+
+def wide(w_t: object, quantized: bool = False) -> F32 | None:
+    """A float32 (in, out) matrix -> a contiguous (out, in) copy; a quantized one
+    (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its dequantized (out, in)
+    copy with `quantized`, else None (its kernels read its blocks whatever the rows)."""
+    if isinstance(w_t, np.ndarray):
+        return np.ascontiguousarray(w_t.T)
+    if not quantized:
+        return None
+    if isinstance(w_t, PackedParts):
+        return np.concatenate([np.ascontiguousarray(to_dense(p).T) for p in w_t.parts])
+    if isinstance(w_t, PackedMatrix):
+        return np.ascontiguousarray(to_dense(w_t).T)          # (out, in)
+    return None
+
+
+def wide_size(w_t: object) -> int:
+    """Bytes the wide copy of one matrix would hold."""
+    if isinstance(w_t, np.ndarray):
+        return int(w_t.nbytes)
+    if isinstance(w_t, PackedParts):
+        return sum(4 * p.n_out * p.n_in for p in w_t.parts)
+    return 4 * w_t.n_out * w_t.n_in if isinstance(w_t, PackedMatrix) else 0
+
+
+def wide_bytes(layers: list[WideLayer], head: F32 | None) -> int:
+    """Bytes the wide copies hold."""
+    return (0 if head is None else head.nbytes) + sum(a.nbytes for lw in layers
+                             for a in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down) if a is not None)

@@ -1,0 +1,174 @@
+"""The draft-length controller and its cost model (llmnb.ar.speculative_control): the verify
+cost curve from measurements, the bubble rule, draft trimming, the batch built draft by draft,
+the gate, and rounds without a worthwhile draft run as plain decode steps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import llmnb
+from llmnb.ar import generate
+from llmnb.ar.drafters import Draft
+from llmnb.ar.speculative import generate_speculative
+from llmnb.ar.speculative_control import (
+    KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
+)
+from llmnb.errors import UsageError
+from llmnb.model import Model
+
+TINY = Path(__file__).resolve().parent.parent / "data" / "models" / "tiny-ar.gguf"
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Model:
+    return llmnb.load(TINY)
+
+
+def linear_costs(a: float, b: float) -> VerifyCosts:
+    """Costs measured on a machine where a batch of T > 1 rows takes a + b T plain steps."""
+    v = VerifyCosts()
+    v.calibrate(lambda t: 1.0 if t == 1 else a + b * t)
+    return v
+
+
+# --- the cost curve -------------------------------------------------------------------------
+
+def test_verify_costs_interpolate_the_knots_and_learn_from_batches() -> None:
+    v = VerifyCosts()
+    assert v.predict(5) == 0.0                                   # nothing known yet
+    v.time_step(2.0)
+    assert v.predict(1) == 2.0 and v.steps_at(KNOTS[3]) == PRIOR_STEPS[3]
+    half = (PRIOR_STEPS[4] + PRIOR_STEPS[5]) / 2                 # T = 7 lies half-way 6 .. 8
+    assert abs(v.steps_at(7) - half) < 1e-12
+    v.time_verify(16, 2.0 * 2 * PRIOR_STEPS[KNOTS.index(16)])   # twice the prior: all of it x2
+    assert abs(v.steps_at(4) - 2 * PRIOR_STEPS[3]) < 1e-9 and v.steps_at(1) == 1.0
+    for _ in range(60):                                          # then T = 10 measured at 5 steps
+        v.time_verify(10, 2.0 * 5.0)
+    assert abs(v.steps_at(10) - 5.0) < 1e-3
+    assert abs(v.steps_at(48) - 2 * PRIOR_STEPS[KNOTS.index(48)]) < 1e-9   # far knots unmoved
+    with pytest.raises(UsageError, match="knot"):
+        VerifyCosts([1.0, 2.0])
+
+
+def test_calibrated_costs_are_the_measured_curve_and_never_below_a_step() -> None:
+    v = linear_costs(0.5, 0.1)
+    assert v.t_step == 1.0
+    assert abs(v.steps_at(32) - 3.7) < 1e-12 and v.steps_at(2) == 1.0   # 0.7 steps: clipped
+    assert abs(v.steps_at(96) - (0.5 + 0.1 * 96)) < 1e-9         # beyond the last knot: its line
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+def test_expected_tokens_is_the_geometric_sum() -> None:
+    assert expected_tokens(0.5, 3) == 1 + 0.5 + 0.25 + 0.125
+    assert expected_tokens(0.0, 9) == 1.0
+
+
+def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
+    c = BubbleController([True], 4, 16, gate=False)
+    c.after_round([Draft([1, 2, 3, 4])], [4], [4], [0])
+    assert c.k == [6]
+    c.after_round([Draft([1, 2, 3, 4, 5, 6])], [6], [1], [0])   # bubble 5: give back 3
+    assert c.k == [3]
+    c.after_round([Draft([1])], [1], [0], [0])
+    assert c.k == [2]
+    assert c.plan([Draft([1, 2])]) == [2]                        # no gate: verify every draft
+
+
+def test_an_unverified_draft_is_scored_by_the_run_it_would_have_had() -> None:
+    c = BubbleController([True], 4, 16, costs=VerifyCosts())
+    d = Draft([1, 2, 3, 9], tag=2, prior=0.5)
+    hits, tries = 1.0, 2.0                            # the prior: 2 * 0.5 hits in 2 tries
+    c.after_round([d], [0], [0], [1])                 # a plain step: 1 matches, still open
+    hits, tries = 0.8 * hits + 1, 0.8 * tries + 1
+    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 1)
+    c.after_round([Draft([7], tag=3)], [0], [0], [2, 3])   # later drafts wait; 2, 3 match
+    hits, tries = 0.8 * hits + 2, 0.8 * tries + 2
+    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 3)
+    c.after_round([Draft([7], tag=3)], [0], [0], [4])      # 9 != 4: a miss, done; then this
+    hits, tries = 0.8 * hits, 0.8 * tries + 1              # round's own draft: 7 != 4
+    assert abs(c.alpha(0, 2) - hits / tries) < 1e-12
+    assert c.alpha(0, 3) == 0.8 * 1.0 / (0.8 * 2.0 + 1) and c.shadow[0] is None
+    c.after_round([Draft([5, 6], tag=2)], [0], [0], [5, 6])   # used up: two of two, no miss
+    assert abs(c.alpha(0, 2) - (0.8 * hits + 2) / (0.8 * tries + 2)) < 1e-12 and c.shadow[0] is None
+
+
+def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> None:
+    c = BubbleController([True, False], 4, 64, costs=VerifyCosts())
+    assert c.plan([Draft([1, 2]), Draft([3])]) == [0, 0]         # first a plain step, to time it
+    assert c.draft_length(1) == 0                                # (the model drafter is not asked)
+    c.costs = linear_costs(2.0, 0.1)                             # c(T) = 2 + 0.1 T steps
+    assert c.draft_length(0) == 64                               # a free drafter: all it has
+    good, bad, model = (Draft(list(range(40)), tag=3), Draft(list(range(40)), tag=1),
+                        Draft(list(range(40))))
+    c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
+    for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
+        c.after_round([good, model], [40, 40], [40, 0], [0])
+        c.after_round([bad, model], [40, 40], [0, 0], [0])
+    assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1
+    a = c.alpha(0, 3)
+    want = c.best_k(a, 40, 0.0)
+    assert 20 < want <= 40 and c.plan([good, Draft([])]) == [want, 0]
+    rate = expected_tokens(a, want) / c.verify_cost(1 + want)
+    assert all(rate >= expected_tokens(a, n) / c.verify_cost(1 + n) for n in range(1, 41))
+    assert c.plan([bad, Draft([])]) == [0, 0]                    # E ~ 1 token: a plain step
+    assert c.plan([Draft([]), Draft([])]) == [0, 0]              # nothing drafted: a plain step
+    assert c.k[1] == 0                                           # the costly drafter sits out
+
+
+def test_a_second_draft_joins_the_batch_only_if_the_rate_goes_up() -> None:
+    c = BubbleController([True, True], 4, 64, costs=linear_costs(0.6, 0.2))   # 0.2 steps a row
+    a, b = Draft([1, 2, 3, 4], tag=1, prior=0.6), Draft([1, 9, 8, 7], tag=1, prior=0.6)
+    other = Draft([5, 6, 7, 8], tag=1, prior=0.6)
+    assert c.plan([a, Draft([])]) == [2, 0]                      # E = 1.96 tokens for 1.2 steps
+    assert c.plan([a, b]) == [2, 2]                              # b shares a's first row: 1 more
+    assert c.plan([a, other]) == [2, 0]                          # a disjoint one costs 2 rows
+
+
+def test_a_costly_drafter_is_not_asked_when_a_free_draft_promises_more() -> None:
+    c = BubbleController([True, False], 4, 64, costs=linear_costs(1.5, 0.05))
+    assert c.draft_length(1, [Draft([]), Draft([])]) == 1        # first one token, to time it
+    c.time_draft(1, 1, 0.2)                                      # 0.2 steps a drafted token
+    copy = Draft(list(range(40)), tag=16, prior=0.97)
+    assert c.draft_length(1, [Draft([]), Draft([])]) == 4        # nothing free: it drafts its K
+    assert c.draft_length(1, [copy, Draft([])]) == 0             # a long copy: it is not needed
+
+
+def test_a_drafter_that_cannot_pay_probes_after_16_then_32_rounds() -> None:
+    c = BubbleController([False], 1, 8, costs=VerifyCosts())
+    c.time_step(1.0)
+    c.time_draft(0, 1, 5.0)                                      # 5 steps per drafted token
+    probes = []
+    for i in range(1, 60):
+        c.after_round([Draft([])], [0], [0], [0])
+        if c.k[0] > 0:
+            probes.append(i)
+    assert probes == [16, 48]
+
+
+# --- in the loop ----------------------------------------------------------------------------
+
+def test_rounds_without_a_worthwhile_draft_are_plain_steps(tiny: Model) -> None:
+    prompt = "Please name the planets in our solar system."
+    ref = generate(tiny, prompt, max_new_tokens=40, chat=True)
+    costly = linear_costs(50.0, 1.0)                             # no batch can ever pay
+    r = generate_speculative(tiny, prompt, ["lookup", "ngram", "self:2"], max_new_tokens=40,
+                             chat=True, costs=costly)
+    assert r.tokens == ref.tokens
+    assert all(x.rows == 1 and x.committed == 1 for x in r.rounds)
+    assert r.acceptance() == {"lookup": None, "ngram": None, "self:2": None}   # never verified
+    assert sum(x.drafted[2] for x in r.rounds) <= 1 + 2          # one token to time it, probes
+    free = generate_speculative(tiny, [5, 6, 7, 8], ["lookup"], max_new_tokens=8,
+                                costs=linear_costs(1.0, 0.0))    # verifying would be free ...
+    assert free.rounds[0].drafted == [0]                         # ... but nothing recurs yet
+    assert all(x.rows == 1 for x in free.rounds if sum(x.drafted) == 0)
+
+
+def test_costs_are_kept_per_model_and_thread_count(tiny: Model) -> None:
+    with llmnb.threads(1):
+        generate_speculative(tiny, [1, 5, 9, 5, 9, 5, 9], ["lookup"], max_new_tokens=8)
+        v = costs_for(tiny)
+        assert v.t_step > 0.0 and costs_for(tiny) is v
+    with llmnb.threads(2):
+        assert costs_for(tiny) is not v
