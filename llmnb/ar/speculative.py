@@ -195,17 +195,24 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
         rounds.append(SpecRound(list(ctrl.k_used), [len(dr) for dr in drafts], list(plan),
                                 accepted, chosen, len(committed), len(tree),
                                 t_verify - t_draft, t_end - t_verify))
-        for tok in committed:
-            seq.append(tok)
-            # the plain cache would now hold len(seq) - 1 positions: full at its capacity
-            if out.push(tok, context_full=len(seq) - 1 >= capacity):
-                stopped = True
-                break
+        stopped = commit_tokens(out, seq, committed, capacity)
     stats.decode_s = time.perf_counter() - t_start
     out.finish()
     stats.new_tokens = len(out.tokens)
     return SpeculativeResult(ids, out.tokens, out.text, out.stop_reason, stats,
                              [d.name for d in ds], rounds)
+
+
+def commit_tokens(out: TextStream, seq: list[int], committed: Sequence[int],
+                  capacity: int) -> bool:
+    """Append a round's committed tokens to `seq` and the text stream, as plain decoding
+    would one at a time; True once the stream stops (end of text, a stop string, the token
+    budget, or the context: the plain cache would then hold len(seq) - 1 positions)."""
+    for tok in committed:
+        seq.append(tok)
+        if out.push(tok, context_full=len(seq) - 1 >= capacity):
+            return True
+    return False
 
 
 def operator_index(value: SupportsIndex, name: str) -> int:
