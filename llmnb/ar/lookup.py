@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
@@ -50,8 +51,8 @@ class LookupDrafter(Drafter):
     controller scores against what the round committed) have shown it right.
     """
 
-    LONG_MATCH = 16
-    FOLLOW_SLACK = 8
+    LONG_MATCH: Final = 16
+    FOLLOW_SLACK: Final = 8
 
     free = True
 
@@ -135,8 +136,8 @@ class NgramDrafter(Drafter):
     next window's is (h - t_0 B^(n-1)) B + t_n mod M: one multiply-add per token. A slot
     keeps the full hash beside the token, so two n-grams that share a slot are told apart."""
 
-    MOD = (1 << 31) - 1          # a prime; (h mod M) * B + t stays within 63 bits
-    BASE = 1_000_003
+    MOD: Final = (1 << 31) - 1   # a prime; (h mod M) * B + t stays within 63 bits
+    BASE: Final = 1_000_003
 
     free = True
 
