@@ -17,7 +17,7 @@ from setuptools import setup
 # environment does not have. llmnb/kernels/ is numba's: numba compiles those functions itself
 # (it cannot compile mypyc's), and a notebook prints their source. perf/heldout.py serves
 # only the benches (it imports perf.bench, and through it gguf-py).
-INTERPRETED = {"llmnb/cli.py", "llmnb/__main__.py", "llmnb/source.py", "llmnb/gguf/writer.py",
+INTERPRETED = {"llmnb/cli.py", "llmnb/source.py", "llmnb/gguf/writer.py",
                "llmnb/quant/gguf_file.py", "llmnb/model/convert.py", "llmnb/perf/heldout.py"}
 INTERPRETED_DIRS = ("llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")
 

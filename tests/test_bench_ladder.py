@@ -63,12 +63,13 @@ def test_cache_table_compares_each_setting_with_its_uncached_run(tmp_path: Path)
     assert {k for k, _ in by} == {"single", "multi"}
     assert by["single", "no cache"]["prompts"] == 3 and by["multi", "no cache"]["prompts"] == 1
     for kind in ("single", "multi"):
-        assert by[kind, "no cache"]["fidelity"] == 1.0 and by[kind, "no cache"]["speedup"] == 1.0
+        assert by[kind, "no cache"]["fidelity"] == 1.0
         assert by[kind, "no cache, blocks of 24"]["fidelity"] == 1.0
         assert by[kind, "no cache"]["nfe"] == 16 and by[kind, "entropy_exit"]["nfe"] < 16
         for name in ("diffuse-cpp's cache", "prefix, blocks of 24", "dual, blocks of 24"):
             r = by[kind, name]
-            assert 0.5 < r["fidelity"] <= 1.0 and r["seconds"] > 0 and r["tok_s"] > 0
+            # 1.0 on these prompts (95.9-99.9% on the whole held-out set, data/models/README.md)
+            assert 0.95 <= r["fidelity"] <= 1.0 and r["seconds"] > 0 and r["tok_s"] > 0
             assert r["useful_tok_s"] <= r["tok_s"]
     for (kind, name), r in by.items():                  # only where the cache could act
         if name.startswith("entropy_exit + cache"):

@@ -104,23 +104,63 @@ def test_bytes_per_weight_from_quant_formats() -> None:
 
 # --- machine ---------------------------------------------------------------------------
 
-def test_machine_probe_returns_sane_typed_values() -> None:
+class FakeClock:
+    """A ``time.perf_counter`` that moves `step` seconds per call: whatever the work between
+    two calls costs, it took `step`. `step` may be changed between measurements."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step, self.calls = 0.0, step, 0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        self.calls += 1
+        return self.now
+
+
+def test_median_time_takes_the_median_after_untimed_warmups(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    ticks = iter([0.0, 1.0, 10.0, 10.5, 20.0, 24.0])           # durations 1, 0.5 and 4
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
+    ran: list[int] = []
+    assert machine.median_time(lambda: ran.append(1), repeats=3, warmup=2) == 1.0
+    assert len(ran) == 5
+
+
+def test_machine_probe_turns_timings_into_figures_by_the_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(time, "perf_counter", FakeClock(0.5))  # every timed kernel takes 0.5 s
     f = machine.probe(threads=[1], sizes=TINY, cache=False)
     assert isinstance(f.cpu, str) and f.cpu
     assert isinstance(f.physical_cores, int) and 1 <= f.physical_cores <= f.logical_cpus
     assert all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in f.caches.items())
     assert f.threads == [1]
-    for table in (f.sgemm_gflops, f.copy_gbs, f.triad_gbs, f.gemv_gbs, f.read_gbs):
-        assert isinstance(table[1], float) and 0 < table[1] < 1e5
+    mib = 1 << 20                    # TINY: sgemm n = 64, 1 MiB arrays and GEMV matrix
+    assert f.sgemm_gflops[1] == pytest.approx(2 * 64 ** 3 / 0.5 / 1e9)     # 2 n^3 FLOPs
+    assert f.gemv_gbs[1] == pytest.approx(mib / 0.5 / 1e9)                 # the matrix, once
+    assert f.copy_gbs[1] == pytest.approx(2 * mib / 0.5 / 1e9)             # read b, write a
+    assert f.triad_gbs[1] == pytest.approx(3 * mib / 0.5 / 1e9)            # read b, c, write a
+    # the read kernels stream 1 MiB in 0.5 s, less than copy's 2 MiB: the roof is copy's
+    assert f.read_gbs[1] == f.copy_gbs[1]
     roof = f.roof(1)
     assert roof.peak_flops == f.sgemm_gflops[1] * 1e9 and roof.bandwidth == f.read_gbs[1] * 1e9
-    assert f.read_gbs[1] >= f.copy_gbs[1]             # the roof is the best of the read kernels
     assert f.roof(1, "triad").bandwidth == f.triad_gbs[1] * 1e9
     assert f.roof(1, "gemv").bandwidth == f.gemv_gbs[1] * 1e9
     with pytest.raises(UsageError, match="no measurement at 3 threads"):
         f.roof(3)
     assert machine.facts_from_json(json.loads(json.dumps(f.to_json()))) == f
     assert f.cpu in "\n".join(f.lines())
+
+
+def test_read_bandwidth_is_the_best_read_kernel_by_bytes_over_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(time, "perf_counter", FakeClock(0.25))
+    best, figures = machine.read_bandwidth(8 << 20, repeats=1)
+    assert figures == pytest.approx({"numpy_sum": (8 << 20) / 0.25, "numba_sum": (8 << 20) / 0.25})
+    assert best == max(figures.values())
 
 
 def test_machine_probe_is_cached_per_cpu_and_blas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,11 +175,6 @@ def test_machine_probe_is_cached_per_cpu_and_blas(tmp_path: Path, monkeypatch: p
     assert fresh.gemv_gbs != first.gemv_gbs or fresh.sgemm_gflops != first.sgemm_gflops
 
 
-def test_read_bandwidth_reports_each_read_kernel() -> None:
-    best, figures = machine.read_bandwidth(8 << 20, repeats=1)
-    assert set(figures) == {"numpy_sum", "numba_sum"} and best == max(figures.values()) > 0
-
-
 def test_cache_sizes_and_default_thread_counts() -> None:
     assert machine._size_bytes("48K") == 48 << 10 and machine._size_bytes("32768K") == 32 << 20
     assert machine._size_bytes("junk") == 0
@@ -152,18 +187,38 @@ def test_cache_sizes_and_default_thread_counts() -> None:
 
 # --- scaling ---------------------------------------------------------------------------
 
-def test_thread_sweep_streams_points_through_the_callback() -> None:
+def test_thread_sweep_streams_points_and_scales_each_kind_by_its_first_thread_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    # One decode round and one denoising step each lie between two clock calls, so each
+    # measurement takes the clock's step: 1 s at 1 thread; then AR 0.5 s and a step 0.25 s at
+    # 2 threads (the callback sets the step for the measurement after the point it sees).
+    clock = FakeClock(1.0)
+    monkeypatch.setattr(time, "perf_counter", clock)
+    after = {(AR, 1): 1.0, (DIFFUSION, 1): 0.5, (AR, 2): 0.25}
     seen: list[tuple[ScalingPoint, int, int]] = []
-    points = thread_sweep(tiny("tiny-ar"), tiny("tiny-llada"), [1], gen_length=8, prompt_tokens=8,
-                          decode_tokens=4, repeats=1, on_point=lambda p, i, n: seen.append((p, i, n)))
-    assert [(p.kind, i, n) for p, i, n in seen] == [(AR, 1, 2), (DIFFUSION, 2, 2)]
+
+    def on_point(p: ScalingPoint, i: int, n: int) -> None:
+        seen.append((p, i, n))
+        clock.step = after.get((p.kind, p.threads), clock.step)
+
+    points = thread_sweep(tiny("tiny-ar"), tiny("tiny-llada"), [1, 2], gen_length=8,
+                          prompt_tokens=8, decode_tokens=4, steps=2, repeats=1, on_point=on_point)
+    assert [(p.kind, p.threads, i, n) for p, i, n in seen] == [
+        (AR, 1, 1, 4), (DIFFUSION, 1, 2, 4), (AR, 2, 3, 4), (DIFFUSION, 2, 4, 4)]
     assert [p for p, _, _ in seen] == points
-    ar, diff = points
-    assert ar.threads == diff.threads == 1 and ar.scaling == diff.scaling == 1.0
-    assert ar.tokens == 1 and diff.tokens == 16
-    assert ar.tok_s == pytest.approx(1 / ar.seconds) and diff.tok_s == pytest.approx(8 / (16 * diff.seconds))
-    (row,) = scaling_rows(points)
-    assert row["threads"] == 1 and row["ar_scaling"] == 1.0 and row["diffusion_step_ms"] > 0
+    ar1, diff1, ar2, diff2 = points
+    assert [p.seconds for p in points] == pytest.approx([1.0 / 4, 1.0, 0.5 / 4, 0.25])
+    assert ar1.tok_s == pytest.approx(4.0) and ar2.tok_s == pytest.approx(8.0)     # 1 / seconds
+    assert diff1.tok_s == pytest.approx(8 / (2 * 1.0)) and diff2.tok_s == pytest.approx(8 / (2 * 0.25))
+    assert ar1.tokens == 1 and diff1.tokens == 16                                  # prompt + B
+    assert [p.scaling for p in points] == pytest.approx([1.0, 1.0, 2.0, 4.0])
+    one, two = scaling_rows(points)
+    assert (one["threads"], two["threads"]) == (1, 2)
+    assert two["ar_decode_tok_s"] == pytest.approx(8.0) and two["ar_scaling"] == pytest.approx(2.0)
+    assert two["diffusion_step_ms"] == pytest.approx(250.0)
+    assert two["diffusion_scaling"] == pytest.approx(4.0)
 
 
 def test_thread_sweep_refuses_bad_input() -> None:
@@ -296,5 +351,22 @@ def test_verify_costs_are_measured_against_a_plain_step_on_tiny_ar_for_each_path
     rows = verify_costs(str(Path(__file__).parent.parent / "data" / "models" / "tiny-ar.gguf"),
                         rows=(1, 3, 9), repeats=1, context=20, paths=PATHS)
     assert [(r["path"], r["rows"]) for r in rows] == [(p, t) for p in PATHS for t in (1, 3, 9)]
-    assert all(r["decode_steps"] == 1.0 for r in rows if r["rows"] == 1)
     assert all(r["ms"] > 0 for r in rows)
+
+
+def test_verify_costs_divide_each_batch_by_the_plain_step_of_its_own_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from llmnb.perf.bench_spec import verify_costs
+
+    # median_time reads the clock twice around each timed batch (after one untimed run):
+    # X@W's T = 1, 3, 9 take 2, 3, 6 ms; W@X.T's take 4, 4, 10 ms
+    durations = [0.002, 0.003, 0.006, 0.004, 0.004, 0.010]
+    ticks = iter([t for k, d in enumerate(durations) for t in (10.0 * k, 10.0 * k + d)])
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
+    rows = verify_costs(str(ROOT / "data" / "models" / "tiny-ar.gguf"), rows=(1, 3, 9),
+                        repeats=1, context=20, paths=("X@W", "W@X.T"))
+    assert [(r["path"], r["rows"]) for r in rows] == [(p, t) for p in ("X@W", "W@X.T") for t in (1, 3, 9)]
+    assert [r["ms"] for r in rows] == pytest.approx([2.0, 3.0, 6.0, 4.0, 4.0, 10.0])
+    assert [r["decode_steps"] for r in rows] == pytest.approx([1.0, 1.5, 3.0, 1.0, 1.0, 2.5])

@@ -44,7 +44,8 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
               ("mean steps", "mean_steps", ".2f")],
     "kv": [("policy", "policy", ""), ("scores", "scope", ""), ("budget", "budget", ""),
            ("sinks", "sinks", ""), ("recent", "recent", ""), ("KV MiB", "kv_mib", ".1f"),
-           ("perplexity", "ppl", ".2f"), ("vs full", "delta_pct", "+.1f")],
+           ("perplexity", "ppl", ".2f"), ("vs full", "delta_pct", "+.1f"),
+           ("vs full, min", "delta_pct_min", "+.1f"), ("vs full, max", "delta_pct_max", "+.1f")],
     "spec": [("model", "model", ""), ("threads", "threads", ""), ("set", "set", ""),
              ("drafters", "drafters", ""), ("prompts", "prompts", ""),
              ("speed-up (geo. mean)", "speedup_geomean", ".2f"), ("min", "speedup_min", ".2f"),
@@ -64,11 +65,20 @@ TITLES = {
     "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (every 2nd held-out "
              "prompt, 48 positions, 16 even steps, 1 thread); speed-up and fidelity against the "
              "uncached run with the same blocks",
-    "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt (one 512-token "
-          "window, 1 thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
+    "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt ({windows}, 1 "
+          "thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
     "spec": "Speculative decoding vs plain greedy decoding, identical tokens asserted; speed-up = "
             "plain / speculative wall time of the whole generate call, geometric mean over the set",
 }
+def title(name: str, rows: list[dict[str, Any]]) -> str:
+    """The section's title; kv's says how many windows its rows average (records before the
+    windows have one, and no `windows` column)."""
+    n = int(rows[0].get("windows", 1)) if rows else 1
+    windows = ("one 512-token window" if n == 1 else
+               f"mean of {n} windows of 512 tokens spread over it, with the min and max change")
+    return TITLES.get(name, name).replace("{windows}", windows)
+
+
 NOT_SECTIONS = {"command", "machine", "repeats"}
 AR_CONTEXT = 128 + 16          # bench ar: prompt 128, decode 32 -> keys seen by the middle token
 DIFF_PROMPT = 32
@@ -169,7 +179,7 @@ def markdown(data: dict[str, Any], plot: Path | None, command: str | None = None
     for name, rows in data.items():
         if name in NOT_SECTIONS or not isinstance(rows, list) or not rows:
             continue
-        out += ["", f"### {name}: {TITLES.get(name, name)}", ""] + section_table(name, rows)
+        out += ["", f"### {name}: {title(name, rows)}", ""] + section_table(name, rows)
     if plot is not None:
         out += ["", f"![decode and diffusion steps on this machine's roofline; thread scaling]({plot.as_posix()})"]
     return "\n".join(out) + "\n"

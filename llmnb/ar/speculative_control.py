@@ -2,8 +2,9 @@
 
 A round that verifies T rows costs c(T) seconds and commits its accepted tokens plus one; a
 plain decode step costs t_1 and commits one. On a CPU c(T) is well above t_1 even for two
-rows (notebook 10 measures the curve), so the controller has to decide, every round, whether
-a batch pays and how long each draft should be. It rests on two models, both measured:
+rows (``python -m llmnb.perf.bench_spec --paths`` measures the curve, notebook 10 draws it),
+so the controller has to decide, every round, whether a batch pays and how long each draft
+should be. It rests on two models, both measured:
 
 **Costs** (``VerifyCosts``). c(T) = t_1 * s(T), with s(T) in decode steps given at knots
 T = 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 and interpolated linearly between them (a straight
@@ -65,16 +66,17 @@ K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, p
 SHADOW = 16           # tokens of an unverified draft checked against what gets committed
 
 KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# c(T) / t_1 at the knots: SmolLM2-135M, float32 weights, 1 thread, 150 cached tokens,
-# `python -m llmnb.perf.bench_spec --rows ...` (median of 5); the first batch rescales it.
+# c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
+# 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
+# --paths P` with P: float32 weights as loaded, X@W
 PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
-# ... and with the wide layout of the weights (``llmnb.model.wide``), `--paths`
+# ... with the wide layout of the weights (``llmnb.model.wide``), W@X.T
 PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
 # ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
-# DENSE_ROWS = 48 on dequantize + sgemm), in quantized decode steps, `--paths quantized`
+# DENSE_ROWS = 48 on dequantize + sgemm), in quantized decode steps, quantized
 PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
 # ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
-# its W@X.T milliseconds over the quantized step's
+# its W@X.T milliseconds over the quantized step's, quantized+W@X.T
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)
 

@@ -212,7 +212,9 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
     "scaling": ("scaling: AR decode vs diffusion step (B=64, prompt 32) per thread count; "
                 "scaling = tok/s over tok/s at the first thread count", _scaling),
     "kv": ("kv: streaming perplexity vs KV budget (Initial-Key Cache, StreamingLLM, H2O), "
-           "SmolLM2-135M, one 512-token window of persuasion.txt, half rule, 1 thread", _kv),
+           "SmolLM2-135M, 4 windows of 512 tokens spread over persuasion.txt: per policy the mean "
+           "perplexity and change against full attention with their min and max over the "
+           "windows, half rule, 1 thread", _kv),
     "spec": ("spec: speculative vs plain greedy decoding, same tokens asserted; speed-up = plain / "
              "speculative wall time of the whole generate call (median of at most 3 runs after a "
              "warm-up), geometric mean over a set's prompts", _spec),
