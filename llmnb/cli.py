@@ -322,7 +322,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from llmnb.perf import bench
 
     return bench.main(a.what, repeats=a.repeats, as_json=a.json, threads=a.threads, peer=a.peer,
-                      weights=a.weights)
+                      weights=a.weights, models=a.models)
 
 
 # --- parser -----------------------------------------------------------------------------
@@ -566,6 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--weights", choices=["quantized", "f32"], nargs="+", default=None,
                    help="the weights each model bench runs with (default: quantized and f32, "
                         "side by side, where a bench compares them)")
+    s.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                   help="bench ar only: the hub models (pulled) or .gguf files to run (default: "
+                        "smollm2-135m, and qwen2.5-coder-0.5b if pulled)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_bench)
     return p

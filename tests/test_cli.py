@@ -59,6 +59,7 @@ def test_tokenize_prints_ids(capsys: pytest.CaptureFixture[str]) -> None:
     (["inspect", __file__], 3, "magic"),
     (["tokenize", "no-such-model", "x"], 3, "hub name"),
     (["bench", "--repeats", "0"], 2, "positive"),
+    (["bench", "ar", "--models", "/no/such/file.gguf"], 3, "hub name"),
     (["quantize", "a.gguf"], 2, "required"),
     (["frobnicate"], 2, "invalid choice"),
 ])

@@ -178,6 +178,7 @@ def test_token_ids_outside_the_vocabulary(capsys: pytest.CaptureFixture[str]) ->
     (["convert", "d", "out.gguf", "--arch", "gpt2"], "invalid choice"),
     (["pull", "no-such-model"], "unknown model 'no-such-model'"),
     (["bench", "everything"], "invalid choice"),
+    (["bench", "kv", "--models", "M"], "--models applies to `llmnb bench ar` only"),
 ])
 def test_bad_flag_values_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                           argv: list[str], needle: str) -> None:

@@ -101,12 +101,14 @@ def _print_rows(title: str, rows: list[dict[str, object]]) -> None:
 
 
 # --- the registry: every `llmnb bench WHAT`; `all` runs them in this order ---------------
-# A bench takes (repeats, threads, peer, weights) and returns its rows, or None when it was
-# skipped (it says why on stderr). `weights`: the residencies a model bench runs (None: its own
-# default, side by side where it compares them).
+# A bench takes (repeats, threads, peer, weights, models) and returns its rows, or None when it
+# was skipped (it says why on stderr). `weights`: the residencies a model bench runs (None: its
+# own default, side by side where it compares them). `models`: the hub models or files `ar` runs
+# (None: SmolLM2-135M, and Qwen2.5-Coder-0.5B if pulled); the other benches take none.
 
 Weights = list[str] | None
-BenchFn = Callable[[int, list[int] | None, str | None, Weights], list[dict[str, Any]] | None]
+Models = list[str] | None
+BenchFn = Callable[[int, list[int] | None, str | None, Weights, Models], list[dict[str, Any]] | None]
 
 
 def _needs(name: str, what: str) -> bool:
@@ -123,11 +125,13 @@ def _has_data(what: str) -> bool:
     return False
 
 
-def _gguf(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
+def _gguf(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights,
+          models: Models) -> list[dict[str, Any]]:
     return bench_gguf(repeats)
 
 
-def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]]:
+def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights,
+           models: Models) -> list[dict[str, Any]]:
     from llmnb.perf.bench_quant import bench_kernels, bench_quant, compile_time
     from llmnb.perf.threads import threads as use_threads
 
@@ -135,9 +139,16 @@ def _quant(repeats: int, threads: list[int] | None, peer: str | None, weights: W
         return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats) + compile_time()
 
 
-def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
+def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights,
+        models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_ar import bench_ar
 
+    if models:                    # asked for by name: each must be there (hub.resolve says why not)
+        rows: list[dict[str, Any]] = []
+        for name in models:
+            rows += bench_ar(repeats=repeats, threads=threads, peer=peer, model=name,
+                             weights=weights)
+        return rows
     if not _needs("smollm2-135m", "ar"):
         return None
     rows = bench_ar(repeats=repeats, threads=threads, peer=peer, weights=weights)
@@ -148,7 +159,7 @@ def _ar(repeats: int, threads: list[int] | None, peer: str | None, weights: Weig
 
 
 def _diffusion(repeats: int, threads: list[int] | None,
-               peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
+               peer: str | None, weights: Weights, models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_diffusion import bench_diffusion
 
     return (bench_diffusion(repeats=repeats, threads=threads, peer=peer, weights=weights)
@@ -156,33 +167,35 @@ def _diffusion(repeats: int, threads: list[int] | None,
 
 
 def _cache(repeats: int, threads: list[int] | None, peer: str | None,
-           weights: Weights) -> list[dict[str, Any]] | None:
+           weights: Weights, models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_cache import cache_rows
 
     return cache_rows() if _has_data("cache") else None
 
 
 def _ladder(repeats: int, threads: list[int] | None, peer: str | None,
-            weights: Weights) -> list[dict[str, Any]] | None:
+            weights: Weights, models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_ladder import ladder_rows
 
     return ladder_rows() if _has_data("ladder") else None
 
 
 def _scaling(repeats: int, threads: list[int] | None,
-             peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
+             peer: str | None, weights: Weights, models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_scaling import bench_scaling
 
     return bench_scaling(repeats=repeats, threads=threads) if _needs("smollm2-135m", "scaling") else None
 
 
-def _kv(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
+def _kv(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights,
+        models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_kv import bench_kv
 
     return bench_kv() if _has_data("kv") and _needs("smollm2-135m", "kv") else None
 
 
-def _spec(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights) -> list[dict[str, Any]] | None:
+def _spec(repeats: int, threads: list[int] | None, peer: str | None, weights: Weights,
+          models: Models) -> list[dict[str, Any]] | None:
     from llmnb.perf.bench_spec import bench_spec
 
     # tiny-ar (from data/) always; SmolLM2 if pulled
@@ -222,14 +235,19 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
 
 
 def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] | None = None,
-         peer: str | None = None, weights: Weights = None) -> int:
+         peer: str | None = None, weights: Weights = None, models: Models = None) -> int:
     """Machine facts (the roofs measured now, at `threads`), then each bench `what` names."""
+    if models and what != "ar":
+        raise UsageError(f"bench {what}: --models applies to `llmnb bench ar` only")
+    for name in models or []:
+        hub.resolve(name)            # before the roofs are measured: a missing model says so now
     names = list(BENCHES) if what == "all" else [what]
     command = " ".join(["llmnb bench", what]
                        + ([f"--repeats {repeats}"] if repeats != 5 else [])
                        + ([f"--threads {' '.join(map(str, threads))}"] if threads else [])
                        + ([f"--peer {peer}"] if peer else [])
-                       + ([f"--weights {' '.join(weights)}"] if weights else []))
+                       + ([f"--weights {' '.join(weights)}"] if weights else [])
+                       + ([f"--models {' '.join(models)}"] if models else []))
     threads = threads or default_thread_counts(physical_cores())
     facts = probe(threads=threads, refresh=True,
                   progress=lambda m: print(f"bench: {m}", file=sys.stderr))
@@ -242,7 +260,7 @@ def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] 
         print(f"repeats: {repeats} (median kept, after one warm-up run)")
     for name in names:
         title, run = BENCHES[name]
-        rows = run(repeats, threads, peer, weights)
+        rows = run(repeats, threads, peer, weights, models)
         if rows is None:
             continue
         results[name] = rows
