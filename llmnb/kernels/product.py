@@ -10,9 +10,10 @@ ONE sgemm per matrix, so BLAS's threads wake once per matrix.
 
 The way before this one dequantized a 512 KB panel (in L2) at a time and called BLAS per
 panel. Prefill of 128 tokens, quantized/f32 tok/s (``env -u OPENBLAS_CORETYPE -u
-OPENBLAS_L2_SIZE llmnb bench ar --threads 1 2 --repeats 3``, one session, 2-core EPYC):
-SmolLM2-135M Q4_1 1.08 -> 0.99 at 1 thread, 0.88 -> 0.82 at 2; Qwen2.5-Coder-0.5B Q4_K_M
-0.94 -> 0.98 at 1 thread, 0.85 -> 0.98 at 2 (runs of that bench vary by ~10% here). What
+OPENBLAS_L2_SIZE llmnb bench ar --threads 1 2 --repeats 3``, one session, 2-core EPYC; one
+run of the panels, three of this way, which vary by up to 10% between runs here):
+SmolLM2-135M Q4_1 1.08 -> 0.99-1.04 at 1 thread, 0.88 -> 0.82-0.94 at 2; Qwen2.5-Coder-0.5B
+Q4_K_M 0.94 -> 0.87-0.98 at 1 thread, 0.85 -> 0.83-0.98 at 2. What
 is left is the dequantization itself, on one thread while BLAS's second thread waits, and,
 at 2 threads, a slow-down of the prefill that follows quantized decode steps (numba's
 threads had just run): timed in one process, SmolLM2's 128-token prefill took the f32
