@@ -298,3 +298,36 @@ def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
     # a unit test checks its shape, `llmnb bench quant` its values
     assert [r["rows"] for r in curve][0] == 1 and all(r["quantized_steps"] > 0 for r in curve)
     assert all(r["faster"] in ("quantized", "dense") for r in curve)
+
+
+def test_parts_of_different_types_in_one_dense_product_match_float64() -> None:
+    """Q/K/V parts of different types (Q4_K_M files) share one scratch panel and one sgemm;
+    partial last tiles (200 and 70 outputs) are dropped from the joined outputs."""
+    from llmnb.kernels import PackedParts
+    from llmnb.kernels.product import dense_parts_matmul
+
+    a, wa = random_case(T.Q4_K, 200, 512, 21)
+    b, wb = random_case(T.Q6_K, 70, 512, 22)
+    c, wc = random_case(T.Q4_K, 128, 512, 23)
+    parts = PackedParts((a, b, c))
+    w = np.concatenate([wa, wb, wc])
+    x = np.random.default_rng(4).standard_normal((DENSE_ROWS + 2, 512)).astype(np.float32)
+    got = parts.matmul(x)
+    assert got.shape == (DENSE_ROWS + 2, 398)
+    assert rel_error(got, w, x) < REL_BOUND[T.Q4_K]
+    np.testing.assert_array_equal(got, dense_parts_matmul(x, parts.parts))
+    few = parts.matmul(x[:3])                                      # the kernels' way, joined
+    assert rel_error(few, w, x[:3]) < REL_BOUND[T.Q4_K]
+
+
+def test_preflight_counts_the_largest_dense_product_as_the_scratch() -> None:
+    from llmnb.gguf.reader import GGUFFile
+    from llmnb.kernels.layout import SCRATCH_BYTES
+    from llmnb.model.weights import scratch_bytes
+
+    f = GGUFFile(hub_model("smollm2-135m"))
+    config = config_from_gguf(f)
+    gate_up = 2 * f.tensors["blk.0.ffn_gate.weight"].n_elements * 4      # 576 x (2 x 1536)
+    head = f.tensors["token_embd.weight"].n_elements * 4                  # tied, 49152 x 576
+    assert gate_up < SCRATCH_BYTES < head          # the head (a full forward's logits) in panels
+    assert scratch_bytes(f, config) == SCRATCH_BYTES

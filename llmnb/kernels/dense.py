@@ -31,20 +31,21 @@ def group_to_f32(kind, qs, t, b, wf, bits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def dequantize_columns(kind, qs, d, m, group, t0, t1, out):  # type: ignore[no-untyped-def]
-    """Tiles t0..t1 -> out (n_in, (t1 - t0) * 64) float32: W.T's columns t0*64 .. t1*64.
+def dequantize_columns(kind, qs, d, m, group, t0, t1, out, col=0):  # type: ignore[no-untyped-def]
+    """Tiles t0..t1 -> out[:, col:col + (t1 - t0) * 64] float32: W.T's columns t0*64 .. t1*64
+    (several matrices' columns can so sit side by side in one buffer).
 
     One thread, written for the vector units: for each input, its 64 quants, scales and
     offsets and the 64 values written are contiguous slices, and the loop over them reads
     and writes through those slices only (so it vectorizes: 2x the speed of a parallel loop
     through a small local row, measured on SmolLM2's Q4_1 gate/up at 1 thread). One thread
-    is on purpose: the caller multiplies each slice with BLAS at once, and numba's parallel
+    is on purpose: the caller multiplies the slice with BLAS at once, and numba's parallel
     threads, still spinning after their loop, would take the cores BLAS runs on (a 128-row
     product at 2 threads took 3x its dequantize + sgemm time that way)."""
     bits = np.empty(group * TILE, np.uint32)
     wf = bits.view(np.float32)
     for t in range(t0, t1):
-        c = (t - t0) * TILE
+        c = col + (t - t0) * TILE
         for b in range(qs.shape[1]):
             if kind == KIND_NIBBLES:                # inputs j (low nibble) and j + 16 (high)
                 if m is not None:                   # (always: every nibble format has one)

@@ -45,6 +45,10 @@ U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]
 F32 = npt.NDArray[np.float32]
 TILE = 64
+# The dense way's float32 scratch (``product.py``), at most: W.T whole for every matrix of
+# Qwen2.5-0.5B (its largest, the fused gate/up, 896 x 9728 floats, is 35 MB); a larger one
+# (an output head over many rows, a bigger model's FFN) goes through it in panels of this size.
+SCRATCH_BYTES = 40 << 20
 
 T = GGMLType
 NIBBLE_TYPES = (T.Q4_0, T.Q4_1, T.Q4_K)
@@ -105,8 +109,11 @@ class PackedParts:
         return sum(p.nbytes for p in self.parts)
 
     def matmul(self, x: F32) -> F32:
-        out: F32 = np.concatenate([p.matmul(x) for p in self.parts], axis=1)   # (T, sum n_out)
-        return out
+        """x (T, n_in) @ W.T -> (T, sum n_out): the parts' products, or from
+        ``product.DENSE_ROWS`` rows on one dequantized panel of every part and one sgemm."""
+        from llmnb.kernels.product import parts_matmul
+
+        return parts_matmul(x, self.parts)
 
 
 def packed_bytes_per_weight(ggml_type: int) -> float:

@@ -3,17 +3,30 @@
 Few rows (decode, a speculative verify, a short prompt) are bound by reading the weight:
 the quantized kernels read it once for all rows. Many rows (a long prompt, a diffusion
 canvas) are bound by arithmetic, where OpenBLAS's sgemm is several times faster than any
-loop here: the weight is dequantized a panel of output columns at a time (PANEL_BYTES,
-so the panel stays in the core's L2) into a reused float32 scratch, and each panel is
-multiplied by BLAS at once. With SmolLM2's Q4_1 matrices, at 1 thread, this is 1.0-1.1x the
-float32 product's speed at 128 rows and 0.85x at 512: the dequantized panel is read from
-cache where float32 weights stream from memory. At 2 threads it is 0.7x: BLAS's threads
-wake for every panel's product (running the panels on our own threads, BLAS held to one,
-reached 1.0x, but changing BLAS's thread count mid-run left later decode steps slow).
+loop here: the weight is dequantized whole into a reused float32 scratch (at most
+``layout.SCRATCH_BYTES``, 40 MB: every matrix of Qwen2.5-0.5B fits, the fused Q/K/V parts of
+different types side by side; a larger one goes in panels of that size) and multiplied by
+ONE sgemm per matrix, so BLAS's threads wake once per matrix.
+
+The way before this one dequantized a 512 KB panel (in L2) at a time and called BLAS per
+panel. Prefill of 128 tokens, quantized/f32 tok/s (``env -u OPENBLAS_CORETYPE -u
+OPENBLAS_L2_SIZE llmnb bench ar --threads 1 2 --repeats 3``, one session, 2-core EPYC; one
+run of the panels, three of this way, which vary by up to 10% between runs here):
+SmolLM2-135M Q4_1 1.08 -> 0.99-1.04 at 1 thread, 0.88 -> 0.82-0.94 at 2; Qwen2.5-Coder-0.5B
+Q4_K_M 0.94 -> 0.87-0.98 at 1 thread, 0.85 -> 0.83-0.98 at 2. What
+is left is the dequantization itself, on one thread while BLAS's second thread waits, and,
+at 2 threads, a slow-down of the prefill that follows quantized decode steps (numba's
+threads had just run): timed in one process, SmolLM2's 128-token prefill took the f32
+path's time with no decode before it, longer right after 32 decode steps, and the f32 time
+again after a 0.3 s pause (not the OpenMP spin: GOMP_SPINCOUNT=1000 did not change it).
+Timed and dropped, both slower at 2 threads: half the dequantization on a helper thread
+(it shares a core with BLAS's spinning worker), and a numba parallel loop for it (its
+threads then spin against BLAS's).
 
 ``DENSE_ROWS`` is where the dense way starts to win: c(T) of both ways, measured with
 ``bench_quant.cost_curve`` (``llmnb bench quant``'s rows with "rows"; run here at 1 and at
-2 threads under ``llmnb.threads``), crossed between 20 and 24 rows at both thread counts.
+2 threads under ``llmnb.threads``): at 1 thread even at 24 rows, dense from 32; at 2 threads
+dense only from 64 (48 rows: 33 against 36 decode steps).
 """
 from __future__ import annotations
 
@@ -23,7 +36,7 @@ import numpy.typing as npt
 from llmnb.kernels.dense import (
     KIND_BF16, KIND_BYTES, KIND_F16, KIND_NIBBLES, dequantize_columns, dequantize_rows,
 )
-from llmnb.kernels.layout import TILE, PackedMatrix
+from llmnb.kernels.layout import SCRATCH_BYTES, TILE, PackedMatrix
 from llmnb.kernels.matvec import (
     bytes_matvec, bytes_rows, halves_rows, nibbles_matvec, nibbles_rows,
 )
@@ -31,9 +44,7 @@ from llmnb.gguf.constants import GGMLType
 
 F32 = npt.NDArray[np.float32]
 
-DENSE_ROWS = 24             # from this many rows on, dequantize + sgemm (see the module docstring)
-PANEL_BYTES = 512 << 10     # a scratch panel: this many bytes of W.T at a time (in L2) ...
-PANEL_TILES = 4             # ... but at least 4 tiles: each BLAS call wakes BLAS's threads
+DENSE_ROWS = 32             # from this many rows on, dequantize + sgemm (see the module docstring)
 
 
 def kind_code(w: PackedMatrix) -> int:
@@ -59,7 +70,8 @@ def quantized_matmul(x: F32, w: PackedMatrix) -> F32:
 
 
 class Scratch:
-    """One float32 buffer, grown as needed and reused by every dense product."""
+    """One float32 buffer, grown as needed (to at most SCRATCH_BYTES) and reused by every
+    dense product."""
 
     def __init__(self) -> None:
         self.buffer: F32 = np.empty(0, dtype=np.float32)
@@ -73,23 +85,50 @@ class Scratch:
 SCRATCH = Scratch()
 
 
-def dense_matmul(x: F32, w: PackedMatrix, panel_bytes: int | None = None) -> F32:
+def panel_tiles(n_in: int, scratch_bytes: int | None = None) -> int:
+    """Tiles of 64 output columns a panel of W.T (n_in rows) holds in the scratch."""
+    return max(1, (scratch_bytes or SCRATCH_BYTES) // (4 * n_in * TILE))
+
+
+def dense_matmul(x: F32, w: PackedMatrix, scratch_bytes: int | None = None) -> F32:
     """x (T, in) @ W.T through float32 panels of W.T and BLAS: (T, n_out).
 
-    Each panel (a few tiles of output columns, about `panel_bytes`) is dequantized into
-    a scratch and multiplied at once, while it is still in the core's cache."""
+    W.T is dequantized into the scratch, whole when it fits in `scratch_bytes`
+    (SCRATCH_BYTES), else a panel of output columns of that size at a time, and each
+    panel is multiplied by one sgemm: BLAS's threads wake once per panel."""
     if w.w_t is not None:
         return x @ w.w_t
     out: F32 = np.empty((x.shape[0], w.n_tiles * TILE), dtype=np.float32)
-    step = max(PANEL_TILES, (panel_bytes or PANEL_BYTES) // (4 * w.n_in * TILE))   # tiles per panel
+    step = panel_tiles(w.n_in, scratch_bytes)
     kind = kind_code(w)
-
     for a in range(0, w.n_tiles, step):
         b = min(w.n_tiles, a + step)
         cols = SCRATCH.get(w.n_in, (b - a) * TILE)                     # (in, panel)
         dequantize_columns(kind, w.qs, w.d, w.m, w.group, a, b, cols)
         np.matmul(x, cols, out=out[:, a * TILE:b * TILE])
     return out if out.shape[1] == w.n_out else out[:, :w.n_out]
+
+
+def dense_parts_matmul(x: F32, parts: tuple[PackedMatrix, ...]) -> F32:
+    """x (T, in) @ [W1; W2; ...].T for quantized parts side by side (Q, K, V of different
+    types): every part dequantized into one scratch panel and multiplied by one sgemm, when
+    they fit in SCRATCH_BYTES together; else one dense product per part."""
+    n_in = parts[0].n_in
+    tiles = [p.n_tiles for p in parts]
+    if any(p.w_t is not None for p in parts) or sum(tiles) > panel_tiles(n_in):
+        return np.concatenate([dense_matmul(x, p) for p in parts], axis=1)
+    cols = SCRATCH.get(n_in, sum(tiles) * TILE)                        # (in, all parts)
+    c = 0
+    for p, n in zip(parts, tiles):
+        dequantize_columns(kind_code(p), p.qs, p.d, p.m, p.group, 0, n, cols, c)
+        c += n * TILE
+    out: F32 = x @ cols                                                # (T, sum padded)
+    if all(p.n_out == n * TILE for p, n in zip(parts, tiles)):
+        return out
+    starts = np.cumsum([0] + tiles[:-1]) * TILE
+    keep = np.concatenate([s + np.arange(p.n_out) for s, p in zip(starts, parts)])
+    kept: F32 = out[:, keep]
+    return kept
 
 
 def matmul(x: F32, w: PackedMatrix) -> F32:
@@ -100,6 +139,15 @@ def matmul(x: F32, w: PackedMatrix) -> F32:
     if xc.shape[0] >= DENSE_ROWS:
         return dense_matmul(xc, w)
     return quantized_matmul(xc, w)
+
+
+def parts_matmul(x: F32, parts: tuple[PackedMatrix, ...]) -> F32:
+    """x (T, in) @ W.T for weights side by side along the outputs: (T, sum n_out)."""
+    xc = np.ascontiguousarray(x, dtype=np.float32)
+    if xc.shape[0] >= DENSE_ROWS:
+        return dense_parts_matmul(xc, parts)
+    out: F32 = np.concatenate([matmul(xc, p) for p in parts], axis=1)
+    return out
 
 
 def rows(w: PackedMatrix, ids: npt.NDArray[np.int64]) -> F32:

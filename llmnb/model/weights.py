@@ -38,6 +38,7 @@ from llmnb.errors import EXIT_RESOURCES, UsageError
 from llmnb.gguf.constants import GGMLType, type_name
 from llmnb.gguf.reader import GGUFFile
 from llmnb.kernels import KERNEL_TYPES, PackedMatrix, PackedParts, pack, packed_bytes_per_weight
+from llmnb.kernels.layout import SCRATCH_BYTES, TILE
 from llmnb.model.blocks import Product
 from llmnb.model.config import ModelConfig, ModelError, tensor_shapes
 from llmnb.quant import FORMATS, dequantize
@@ -46,7 +47,6 @@ F32 = npt.NDArray[np.float32]
 A = TypeVar("A", bound=np.generic)
 Matrix = F32 | Product           # float32 (in, out), or a quantized weight that multiplies itself
 WEIGHTS = ("quantized", "f32")
-SCRATCH_BYTES = 16 << 20         # llmnb.kernels.product's float32 scratch, at most
 
 
 def unpermute_qk(w: npt.NDArray[A], n_heads: int) -> npt.NDArray[A]:
@@ -290,6 +290,22 @@ def is_matrix(name: str) -> bool:
     return name.endswith(".weight") and "norm" not in name and name != "rope_freqs.weight"
 
 
+FUSED = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"), ("ffn_down",))
+
+
+def scratch_bytes(f: GGUFFile, config: ModelConfig) -> int:
+    """The dense products' float32 scratch (``llmnb.kernels.product``): the largest matrix
+    one product multiplies (Q/K/V and gate/up fused, or the output head), as W.T with its
+    outputs padded to whole tiles, at most ``SCRATCH_BYTES`` (larger ones go in panels)."""
+    def padded(names: list[str]) -> int:
+        shapes = [f.tensors[n].shape for n in names if n in f.tensors]
+        return sum(4 * s[-1] * -(-s[0] // TILE) * TILE for s in shapes if len(s) == 2)
+
+    groups = [[f"blk.{i}.{p}.weight" for p in group] for i in range(config.n_layer) for group in FUSED]
+    groups.append(["token_embd.weight" if config.tied_output else "output.weight"])
+    return min(SCRATCH_BYTES, max((padded(g) for g in groups), default=0))
+
+
 def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int, int]:
     """(resident, streaming, quantized) bytes needed, each including `kv_bytes` for the KV cache."""
     def f32(name: str) -> int:
@@ -309,7 +325,7 @@ def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int
               if is_matrix(n) else 4 * t.n_elements
               for n, t in f.tensors.items() if n.startswith("blk.") or n == head_name]
     largest = max((t.n_elements for t in f.tensors.values()), default=0)
-    quantized = sum(packed) + SCRATCH_BYTES + 4 * largest + kv_bytes
+    quantized = sum(packed) + scratch_bytes(f, config) + 4 * largest + kv_bytes
     return resident, streaming, quantized
 
 
