@@ -70,6 +70,8 @@ TITLES = {
     "spec": "Speculative decoding vs plain greedy decoding, identical tokens asserted; speed-up = "
             "plain / speculative wall time of the whole generate call, geometric mean over the set",
 }
+
+
 def title(name: str, rows: list[dict[str, Any]]) -> str:
     """The section's title; kv's says how many windows its rows average (records before the
     windows have one, and no `windows` column)."""

@@ -125,9 +125,8 @@ def dense_parts_matmul(x: F32, parts: tuple[PackedMatrix, ...]) -> F32:
     out: F32 = x @ cols                                                # (T, sum padded)
     if all(p.n_out == n * TILE for p, n in zip(parts, tiles)):
         return out
-    starts = np.cumsum([0] + tiles[:-1]) * TILE
-    keep = np.concatenate([s + np.arange(p.n_out) for s, p in zip(starts, parts)])
-    kept: F32 = out[:, keep]
+    starts = np.cumsum([0] + tiles[:-1]) * TILE                        # each part's first column
+    kept: F32 = np.concatenate([out[:, s:s + p.n_out] for s, p in zip(starts, parts)], axis=1)
     return kept
 
 

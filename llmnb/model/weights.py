@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,10 @@ F32 = npt.NDArray[np.float32]
 A = TypeVar("A", bound=np.generic)
 Matrix = F32 | Product           # float32 (in, out), or a quantized weight that multiplies itself
 WEIGHTS = ("quantized", "f32")
+# a layer's matrices as its products multiply them: Q/K/V side by side, the output, gate/up
+# side by side, down (``Weights._load_layer``; the preflight sizes the scratch by them)
+FUSED: Final = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"),
+                ("ffn_down",))
 
 
 def unpermute_qk(w: npt.NDArray[A], n_heads: int) -> npt.NDArray[A]:
@@ -156,15 +160,15 @@ class Weights:
                 bq, bk = unpermute_qk(bq, c.n_head), unpermute_qk(bk, c.n_head_kv)
             bqkv = np.concatenate([bq, bk, self.tensor(p + "attn_v.bias")])
         heads = (c.n_head, c.n_head_kv, 0) if c.qk_permuted else (0, 0, 0)
+        qkv, wo, gate_up, down = ([p + n + ".weight" for n in group] for group in FUSED)
         return LayerWeights(
             attn_norm=self.tensor(p + "attn_norm.weight"),
-            wqkv_t=self.matrix([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"],
-                               heads),
+            wqkv_t=self.matrix(qkv, heads),
             bqkv=bqkv,
-            wo_t=self.matrix([p + "attn_output.weight"]),
+            wo_t=self.matrix(wo),
             ffn_norm=self.tensor(p + "ffn_norm.weight"),
-            w_gate_up_t=self.matrix([p + "ffn_gate.weight", p + "ffn_up.weight"]),
-            w_down_t=self.matrix([p + "ffn_down.weight"]),
+            w_gate_up_t=self.matrix(gate_up),
+            w_down_t=self.matrix(down),
             **self._gemma_norms(p),
         )
 
@@ -288,9 +292,6 @@ def available_memory() -> int:
 
 def is_matrix(name: str) -> bool:
     return name.endswith(".weight") and "norm" not in name and name != "rope_freqs.weight"
-
-
-FUSED = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"), ("ffn_down",))
 
 
 def scratch_bytes(f: GGUFFile, config: ModelConfig) -> int:

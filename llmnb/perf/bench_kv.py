@@ -2,11 +2,11 @@
 
 Every row is one policy at one budget: the streaming perplexity (``llmnb.perplexity`` with
 ``kv_budget``: one token per pass once the cache is full, evicting after each) of
-SmolLM2-135M on `windows` windows of ctx tokens spread evenly over ``data/text/persuasion.txt``
-(window i: the first ctx tokens from the start of the line that holds the character
-(i + 1/2) / windows of the way into the text), scored by the "half" rule (positions ctx/2 .. ctx-2, each with at least
-ctx/2 tokens of history, so a budget below ctx/2 evicts before every scored token), next to
-full attention on the same windows. ``ppl`` is the mean of the windows' perplexities and
+SmolLM2-135M on `windows` windows of ctx tokens spread evenly over
+``data/text/persuasion.txt`` (window i: the first ctx tokens from the start of the line that
+holds the character (i + 1/2) / windows of the way into the text), scored by the "half" rule
+(positions ctx/2 .. ctx-2, each with at least ctx/2 tokens of history, so a budget below
+ctx/2 evicts before every scored token), next to full attention on the same windows. ``ppl`` is the mean of the windows' perplexities and
 ``delta_pct`` the mean of each window's change against full attention on that window;
 ``*_min`` / ``*_max`` are their extremes over the windows: a ranking between two policies
 holds where their delta ranges do not overlap.
