@@ -38,15 +38,22 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                 ("AR scaling", "ar_scaling", ".2f"), ("diffusion step ms", "diffusion_step_ms", ".0f"),
                 ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
                 ("diffusion scaling", "diffusion_scaling", ".2f")],
-    "cache": [("model", "model", ""), ("setting", "setting", ""), ("prompts", "prompts", ""),
-              ("seconds", "seconds", ".2f"), ("speed-up", "speedup", ".2f"),
-              ("fidelity", "fidelity", ".1%"), ("exact match", "accuracy", ".1%"),
-              ("mean steps", "mean_steps", ".2f")],
+    "cache": [("model", "model", ""), ("answers", "kind", ""), ("setting", "setting", ""),
+              ("n", "prompts", ""), ("valid", "validity", ".1%"), ("exact match", "accuracy", ".1%"),
+              ("mean steps", "nfe", ".2f"), ("mean steps", "mean_steps", ".2f"),
+              ("s per prompt", "seconds", ".3f"), ("speed-up", "speedup", ".2f"),
+              ("fidelity", "fidelity", ".1%")],
+    "ladder": [("model", "model", ""), ("answers", "kind", ""), ("method", "method", ""),
+               ("n", "prompts", ""), ("valid", "validity", ".1%"), ("fidelity", "fidelity", ".1%"),
+               ("steps (NFE)", "nfe", ".2f"), ("tokens per forward", "tokens_per_forward", ".1f"),
+               ("rows per forward", "rows_per_forward", ".1f"), ("s per prompt", "seconds", ".3f"),
+               ("speed-up", "speedup", ".2f"), ("remasked", "remasked", "")],
     "kv": [("policy", "policy", ""), ("scores", "scope", ""), ("budget", "budget", ""),
            ("sinks", "sinks", ""), ("recent", "recent", ""), ("KV MiB", "kv_mib", ".1f"),
            ("perplexity", "ppl", ".2f"), ("vs full", "delta_pct", "+.1f"),
            ("vs full, min", "delta_pct_min", "+.1f"), ("vs full, max", "delta_pct_max", "+.1f")],
-    "spec": [("model", "model", ""), ("threads", "threads", ""), ("set", "set", ""),
+    "spec": [("model", "model", ""), ("weights", "weights", ""), ("verify", "verify", ""),
+             ("threads", "threads", ""), ("set", "set", ""),
              ("drafters", "drafters", ""), ("prompts", "prompts", ""),
              ("speed-up (geo. mean)", "speedup_geomean", ".2f"), ("min", "speedup_min", ".2f"),
              ("max", "speedup_max", ".2f"), ("plain tok/s", "plain_tok_s", ".1f"),
@@ -57,7 +64,8 @@ TITLES = {
     "gguf": "Opening a model file: llmnb's reader vs gguf-py's GGUFReader",
     "quant": "Quantization kernels vs gguf-py (`gguf.quants`), 1 thread; speed-up = gguf-py time / llmnb time",
     "ar": "AR generation (prompt 128, decode 32), quantized and f32 weights side by side; "
-          "roofline = read bandwidth / weight bytes read per token",
+          "roofline = the machine's read roof at that thread count (the table above) / weight "
+          "bytes read per token",
     "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked), "
                  "against llama.cpp's fastest path, its all-F32 copy, first; GFLOP/s as a fraction of "
                  "sgemm measured in the same run",
@@ -67,8 +75,14 @@ TITLES = {
              "uncached run with the same blocks",
     "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt ({windows}, 1 "
           "thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
-    "spec": "Speculative decoding vs plain greedy decoding, identical tokens asserted; speed-up = "
-            "plain / speculative wall time of the whole generate call, geometric mean over the set",
+    "spec": "Speculative decoding vs plain greedy decoding on the same weights, identical tokens "
+            "asserted; speed-up = plain / speculative wall time of the whole generate call, geometric "
+            "mean over the set (one row per set; the JSON has every prompt); verify = the product a "
+            "batch of draft rows goes through (kernels: the quantized blocks; wide: float32 copies "
+            "multiplied as W @ X.T)",
+    "ladder": "Training-free parallel decoding on the tiny diffusion models (48 positions, 1 "
+              "thread); reference = 16 steps of low_confidence without a cache; fidelity = tokens "
+              "equal to the reference's; speed-up = the reference's denoising time over the method's",
 }
 
 
@@ -103,9 +117,31 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def summary_rows(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """spec: the set's geometric-mean row only (per-prompt rows stay in the JSON)."""
+    if name == "spec" and any("prompt" in r for r in rows):
+        return [r for r in rows if r.get("prompt") in (None, "geo. mean")]
+    return rows
+
+
+def with_roofline(rows: list[dict[str, Any]], machine: dict[str, Any]) -> list[dict[str, Any]]:
+    """ar: the roofline from the machine's read roof at the row's thread count (the roofs table
+    printed above it), so that every decode is placed under the same roof as the plot's."""
+    read = machine.get("read_gbs") or {}
+    out = []
+    for r in rows:
+        bw = read.get(str(r.get("threads")))
+        if bw and r.get("weight_bytes"):
+            roof = float(bw) * 1e9 / float(r["weight_bytes"])
+            r = {**r, "roofline_tok_s": roof, "decode_vs_roofline": float(r["decode_tok_s"]) / roof}
+        out.append(r)
+    return out
+
+
 def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     if name == "quant":
         return quant_table(rows)
+    rows = summary_rows(name, rows)
     cols = COLUMNS.get(name)
     if cols is None:
         keys = list(dict.fromkeys(k for r in rows for k in r))
@@ -181,6 +217,8 @@ def markdown(data: dict[str, Any], plot: Path | None, command: str | None = None
     for name, rows in data.items():
         if name in NOT_SECTIONS or not isinstance(rows, list) or not rows:
             continue
+        if name == "ar":
+            rows = with_roofline(rows, data["machine"])
         out += ["", f"### {name}: {title(name, rows)}", ""] + section_table(name, rows)
     if plot is not None:
         out += ["", f"![decode and diffusion steps on this machine's roofline; thread scaling]({plot.as_posix()})"]

@@ -28,18 +28,19 @@ from typing import Any
 
 import numpy as np
 
-from llmnb.perf.machine import read_bandwidth
+from llmnb.perf.machine import read_roof
 
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
 
 
 def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:
-    """Read bandwidth at `threads` (its own process: the large arrays stay out of the RSS)."""
+    """The memory roof at `threads`, as the machine probe measures it (its own process: the
+    large arrays stay out of the RSS)."""
     import llmnb
 
     with llmnb.threads(threads):
-        return {"read_bytes_s": read_bandwidth(repeats=repeats)[0]}
+        return {"read_bytes_s": read_roof(256 << 20, 128 << 20, repeats, threads)}
 
 
 def resident_bytes() -> int:

@@ -164,6 +164,13 @@ def read_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5,
     return max(figures.values()), figures
 
 
+def read_roof(n_bytes: int, stream_bytes: int, repeats: int, threads: int) -> float:
+    """The memory roof at `threads` in bytes/s: the best of the read kernels and STREAM's copy
+    (the probe's table and `bench ar`'s roofline both use this one figure)."""
+    read = read_bandwidth(n_bytes, repeats, threads)[0]
+    return max(read, stream_bandwidth("copy", stream_bytes, threads, repeats))
+
+
 def _sum_slice(a: F32, lo: int, hi: int) -> float:
     return float(a[lo:hi].sum())
 

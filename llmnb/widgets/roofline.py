@@ -51,7 +51,7 @@ def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
 
     Each workload is a hollow marker on the roof at its intensity (the best it can do);
     each placement a filled marker at the GFLOP/s it was measured at, labelled with its
-    share of the roof."""
+    share of the roof (the legend names the workloads)."""
     if ax is None:
         fig = Figure(figsize=(7.5, 4.2), layout="constrained")
         ax = fig.add_subplot()
@@ -72,10 +72,12 @@ def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
         ax.plot([w.intensity], [y], "o", mfc="none", mec=_color(w.name), ms=10, mew=2,
                 label=f"{w.name}: AI {w.intensity:.2f} ({w.bound(roof)}-bound)")
     for i, p in enumerate(placements):
+        # the workload's name is in the legend: the label beside a measured marker is only
+        # its share of the roof, short enough that neighbouring placements do not collide
         ax.plot([p.intensity], [p.achieved_flops / 1e9], "o", color=_color(p.name), ms=7)
-        ax.annotate(f"{p.name} measured: {100 * p.fraction:.0f}% of roof",
-                    (p.intensity, p.achieved_flops / 1e9), xytext=(6, -12 - 11 * i),
-                    textcoords="offset points", fontsize=8, color=_color(p.name))
+        ax.annotate(f"{100 * p.fraction:.0f}% of roof", (p.intensity, p.achieved_flops / 1e9),
+                    xytext=(7, -4 - 10 * (i % 2)), textcoords="offset points", fontsize=8,
+                    color=_color(p.name))
     ax.set_xlim(lo, hi)
     ax.set_ylim(min(0.05, roof.attainable(lo) / 1e9 / 2), roof.peak_flops / 1e9 * 3)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
