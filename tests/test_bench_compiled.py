@@ -46,7 +46,7 @@ def test_the_compiled_worker_runs_the_installed_extension_modules_with_the_same_
     assert source_tree(Path(llmnb.__file__).parent) == ROOT   # found, and the same source
     compiled = run_build(None, 1, DATA, MODELS)
     assert compiled["compiled"] is True and not compiled["reader"].endswith(".py")
-    rows = compare(pure, compiled)                # raises if any output differs
+    rows = compare([pure], [compiled])            # raises if any output differs
     assert [r["workload"] for r in rows] == [r["workload"] for r in pure["rows"]]
     for r in rows:
         assert set(r) == {"workload", "pure_ms", "compiled_ms", "speedup"}
@@ -55,13 +55,17 @@ def test_the_compiled_worker_runs_the_installed_extension_modules_with_the_same_
 
 
 def test_compare_refuses_builds_whose_outputs_or_workloads_differ() -> None:
-    a = {"rows": [{"workload": "w", "ms": 2.0, "output": "abc"}]}
-    assert compare(a, {"rows": [{"workload": "w", "ms": 1.0, "output": "abc"}]}) == [
-        {"workload": "w", "pure_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0}]
-    with pytest.raises(RuntimeError, match="w: the compiled build's output differs"):
-        compare(a, {"rows": [{"workload": "w", "ms": 1.0, "output": "abd"}]})
+    def report(ms: float, output: str = "abc", workload: str = "w") -> dict[str, Any]:
+        return {"rows": [{"workload": workload, "ms": ms, "output": output}]}
+
+    assert compare([report(2.0), report(9.0), report(3.0)], [report(1.0)]) == [
+        {"workload": "w", "pure_ms": 3.0, "compiled_ms": 1.0, "speedup": 3.0}]   # medians
+    with pytest.raises(RuntimeError, match="w: the outputs differ"):
+        compare([report(2.0)], [report(1.0, output="abd")])
+    with pytest.raises(RuntimeError, match="w: the outputs differ"):
+        compare([report(2.0), report(2.0, output="abd")], [report(1.0)])
     with pytest.raises(RuntimeError, match="different workloads"):
-        compare(a, {"rows": [{"workload": "v", "ms": 1.0, "output": "abc"}]})
+        compare([report(2.0)], [report(1.0, workload="v")])
 
 
 def test_a_package_without_its_source_tree_is_one_clear_usage_error(

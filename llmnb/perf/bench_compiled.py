@@ -17,8 +17,11 @@ forwards alone: the rest is sampling and text), the lookup and n-gram drafters f
 context a few tokens a round, and the diffusion loop on tiny-llada (the whole loop, and its
 bookkeeping: the loop's time minus its forwards); and, as controls, dequantizing and
 quantizing a tensor (``llmnb.quant``: whole-array numpy calls, where compiling has nothing to
-remove). Each is one warm-up and the median of `repeats` runs.
-Rows: {workload, pure_ms, compiled_ms, speedup} with speedup = pure_ms / compiled_ms.
+remove). Each is one warm-up and the median of `repeats` runs in a worker; each build's
+worker runs ``ROUNDS`` times, the builds alternating which goes first, and a row keeps the
+median of a build's workers (the machine is shared: drift between two workers run one after
+the other was as large as the effect measured). Rows: {workload, pure_ms, compiled_ms,
+speedup} with speedup = pure_ms / compiled_ms.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ DRAFT = 8                    # tokens a drafter is asked for
 DECODE_TOKENS = 48           # greedy decoding on tiny-ar (fewer if it ends its answer)
 PROMPT = "List the planets."
 QUANT_WEIGHTS = 1 << 20      # the numpy-only controls' tensor
+ROUNDS = 3                   # workers per build, alternating pure-compiled, compiled-pure, ...
 TITLE = ("compiled: what mypyc buys, the installed compiled llmnb against the same source "
          "interpreted, in the same run, 1 thread; speedup = pure / compiled ms, each workload's "
          "output equal in both builds (checked)")
@@ -241,25 +245,32 @@ def run_build(pure_root: Path | None, repeats: int, data: Path,
     return report
 
 
-def compare(pure: dict[str, Any], compiled: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per workload: both builds' ms and pure / compiled; RuntimeError when the two
-    builds ran different workloads or produced different outputs."""
-    a, b = pure["rows"], compiled["rows"]
-    if [r["workload"] for r in a] != [r["workload"] for r in b]:
-        raise RuntimeError(f"bench compiled: the builds ran different workloads: "
-                           f"{[r['workload'] for r in a]} vs {[r['workload'] for r in b]}")
+def compare(pure: list[dict[str, Any]], compiled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per workload from each build's worker reports: the median over a build's
+    reports of their ms, and pure / compiled; RuntimeError when any two reports ran different
+    workloads or produced different outputs."""
+    first = pure[0]["rows"]
+    for report in pure + compiled:
+        if [r["workload"] for r in report["rows"]] != [r["workload"] for r in first]:
+            raise RuntimeError(f"bench compiled: the builds ran different workloads: "
+                               f"{[r['workload'] for r in first]} vs "
+                               f"{[r['workload'] for r in report['rows']]}")
+        for p, r in zip(first, report["rows"]):
+            if r["output"] != p["output"]:
+                raise RuntimeError(f"bench compiled: {p['workload']}: the outputs differ "
+                                   f"between the builds' runs")
     rows = []
-    for p, c in zip(a, b):
-        if p["output"] != c["output"]:
-            raise RuntimeError(f"bench compiled: {p['workload']}: the compiled build's output "
-                               f"differs from the pure build's")
-        rows.append({"workload": p["workload"], "pure_ms": p["ms"], "compiled_ms": c["ms"],
-                     "speedup": p["ms"] / c["ms"] if c["ms"] > 0 else 0.0})
+    for i, p in enumerate(first):
+        a = statistics.median(report["rows"][i]["ms"] for report in pure)
+        b = statistics.median(report["rows"][i]["ms"] for report in compiled)
+        rows.append({"workload": p["workload"], "pure_ms": a, "compiled_ms": b,
+                     "speedup": a / b if b > 0 else 0.0})
     return rows
 
 
-def bench_compiled(repeats: int, data: Path) -> list[dict[str, Any]]:
-    """Both builds' workers, pure first; the rows of ``compare``."""
+def bench_compiled(repeats: int, data: Path, rounds: int = ROUNDS) -> list[dict[str, Any]]:
+    """`rounds` workers of each build, alternating which goes first (drift on a shared machine
+    then hits both); the rows of ``compare``."""
     import llmnb
     from llmnb import hub
     from llmnb.perf.machine import is_compiled
@@ -274,8 +285,12 @@ def bench_compiled(repeats: int, data: Path) -> list[dict[str, Any]]:
               "and vocabulary skipped", file=sys.stderr)
     models["tiny-ar"] = str(data / "models" / "tiny-ar.gguf")
     print(f"bench compiled: pure-Python build from {root}", file=sys.stderr)
-    pure = run_build(root, repeats, data, models)
-    return compare(pure, run_build(None, repeats, data, models))
+    reports: dict[str, list[dict[str, Any]]] = {"pure": [], "compiled": []}
+    for n in range(rounds):
+        for build in ("pure", "compiled") if n % 2 == 0 else ("compiled", "pure"):
+            reports[build].append(run_build(root if build == "pure" else None, repeats, data,
+                                            models))
+    return compare(reports["pure"], reports["compiled"])
 
 
 def bench_entry(repeats: int, threads: list[int] | None, peer: str | None,
