@@ -12,6 +12,21 @@ from pathlib import Path
 
 from setuptools import setup
 
+# What compiling buys, measured by `llmnb bench compiled` (the installed build against the same
+# source interpreted, alternating, 1 thread): speed-ups pure / compiled over three runs of
+# `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE llmnb bench compiled` (--repeats 5, 5, 15) on
+# a shared 2-core machine, where rows under about 1 ms move by 30% from run to run.
+# - Gains, compiled for it: gguf/ (opening SmolLM2-135M's file 1.29-1.35x), tokenizer/
+#   (building a tokenizer from the tiny vocabulary 1.2-1.4x, from SmolLM2's 1.1-1.3x with the
+#   Rust side doing most; decoding 12k tokens to text 1.3-1.4x) and ar/lookup.py (the lookup
+#   drafter over a 20k-token context 1.4-1.7x, the n-gram drafter 2.0-2.85x).
+# - No consistent gain (inside the noise): a decode step on tiny-ar 0.84-1.05x and its forward
+#   alone 0.85-1.02x (model/, ar/engine.py, kv_cache.py, sampling.py, text_stream.py), the
+#   diffusion loop 0.92-1.06x and its bookkeeping 0.90-1.27x (diffusion/), and quant/ (the
+#   whole-array numpy controls, dequantize and quantize, 0.56-1.13x). Their time is numpy
+#   calls, which mypyc does not shorten. They stay compiled for now (the build the tests and notebooks check, and the
+#   declared types checked at run time); leaving them interpreted would save build time
+#   only, and needs a rebuild and the full suite to confirm.
 # Interpreted on purpose: user-facing glue, where compile time buys nothing.
 # writer.py and gguf_file.py (file I/O glue) import gguf-py, which the isolated build
 # environment does not have. llmnb/kernels/ is numba's: numba compiles those functions itself

@@ -18,6 +18,7 @@ from typing import Any
 
 from llmnb import hub
 from llmnb.errors import UsageError
+from llmnb.perf.bench_compiled import TITLE as COMPILED_TITLE, bench_entry as _compiled
 from llmnb.perf.machine import default_thread_counts, describe, physical_cores, probe
 from llmnb.perf.machine import is_compiled as is_compiled      # re-exported for the benches
 from llmnb.perf.machine import median_time as median_time
@@ -231,6 +232,7 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
     "spec": ("spec: speculative vs plain greedy decoding, same tokens asserted; speed-up = plain / "
              "speculative wall time of the whole generate call (median of at most 3 runs after a "
              "warm-up), geometric mean over a set's prompts", _spec),
+    "compiled": (COMPILED_TITLE, _compiled),
 }
 
 
