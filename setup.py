@@ -24,9 +24,9 @@ from setuptools import setup
 #   alone 0.85-1.02x (model/, ar/engine.py, kv_cache.py, sampling.py, text_stream.py), the
 #   diffusion loop 0.92-1.06x and its bookkeeping 0.90-1.27x (diffusion/), and quant/ (the
 #   whole-array numpy controls, dequantize and quantize, 0.56-1.13x). Their time is numpy
-#   calls, which mypyc does not shorten. They stay compiled for now (the build the tests and notebooks check, and the
-#   declared types checked at run time); leaving them interpreted would save build time
-#   only, and needs a rebuild and the full suite to confirm.
+#   calls, which mypyc does not shorten. They stay compiled for now (the build the tests and
+#   notebooks check, and the declared types checked at run time); leaving them interpreted
+#   would save build time only, and needs a rebuild and the full suite to confirm.
 # Interpreted on purpose: user-facing glue, where compile time buys nothing.
 # writer.py and gguf_file.py (file I/O glue) import gguf-py, which the isolated build
 # environment does not have. llmnb/kernels/ is numba's: numba compiles those functions itself
