@@ -171,7 +171,8 @@ def _read_value(c: _Cursor, vtype: int, field: str, depth: int) -> tuple[object,
 
 
 def _read_strings(c: _Cursor, n: int, field: str) -> list[str]:
-    """`n` strings: the hot loop of every vocabulary (hundreds of thousands of tokens)."""
+    """`n` strings: the hot loop of every vocabulary (49,152 tokens in SmolLM2, 151,936 in Qwen2.5,
+    262,144 in Gemma 3)."""
     buf, size, pos = c.buf, c.size, c.pos
     unpack = _U64.unpack_from
     out: list[str] = []
