@@ -128,23 +128,53 @@ def test_a_second_draft_joins_the_batch_only_if_the_rate_goes_up() -> None:
 
 def test_a_costly_drafter_is_not_asked_when_a_free_draft_promises_more() -> None:
     c = BubbleController([True, False], 4, 64, costs=linear_costs(1.5, 0.05))
-    assert c.draft_length(1, [Draft([]), Draft([])]) == 1        # first one token, to time it
-    c.time_draft(1, 1, 0.2)                                      # 0.2 steps a drafted token
+    assert c.needs_timing(1) and c.draft_length(1, [Draft([]), Draft([])]) == 0   # time it first
+    c.time_feed(1, 1, 0.05)                                      # 0.05 steps a drafted token
+    assert not c.needs_timing(1)
+    assert c.draft_length(1, [Draft([]), Draft([])]) == 1        # its first draft: a probe
+    c.after_round([Draft([]), Draft([7])], [0, 1], [0, 1], [7, 8])   # ... verified and right
     copy = Draft(list(range(40)), tag=16, prior=0.97)
-    assert c.draft_length(1, [Draft([]), Draft([])]) == 4        # nothing free: it drafts its K
+    assert c.draft_length(1, [Draft([]), Draft([])]) == c.k[1] > 0   # nothing free: its K
     assert c.draft_length(1, [copy, Draft([])]) == 0             # a long copy: it is not needed
 
 
-def test_a_drafter_that_cannot_pay_probes_after_16_then_32_rounds() -> None:
+def probe_rounds(c: BubbleController, rounds: int, behind: int, remaining: int) -> list[int]:
+    """The rounds in which drafter 0 of `c` drafts, each of its drafts wrong."""
+    probes = []
+    for i in range(1, rounds + 1):
+        n = c.draft_length(0, [Draft([])], behind, remaining)
+        if n > 0:
+            probes.append(i)
+        c.after_round([Draft([5] * n)], [0], [0], [0])
+    return probes
+
+
+def timed(d: float, b: float) -> BubbleController:
+    """A model drafter at d steps per drafted token and b per catch-up token, with verify
+    batches of 1 + 0.45 T steps (c(2) = 1.9)."""
+    c = BubbleController([False], 1, 8, costs=linear_costs(1.0, 0.45))
+    c.time_feed(0, 1, d)
+    c.time_feed(0, 101, d + 100 * b)
+    return c
+
+
+def test_a_drafter_that_could_pay_is_probed_after_16_then_32_rounds_if_its_catch_up_pays() -> None:
+    c = timed(0.05, 0.02)
+    assert c.feed_s[0] == pytest.approx(0.02)
+    assert probe_rounds(c, 60, behind=2, remaining=1000) == [1, 17, 49]   # all of them wrong
+    # at 90% acceptance it would save 0.14 steps a token, 14 over 100 tokens to go: a quarter
+    # of that pays for a probe's catch-up of 60 tokens (1.2 steps), not of 2,000 (40 steps)
+    assert probe_rounds(timed(0.05, 0.02), 1, behind=60, remaining=100) == [1]
+    assert probe_rounds(timed(0.05, 0.02), 60, behind=2000, remaining=100) == []
+
+
+def test_a_drafter_that_cannot_pay_at_any_acceptance_is_never_asked() -> None:
     c = BubbleController([False], 1, 8, costs=VerifyCosts())
     c.time_step(1.0)
-    c.time_draft(0, 1, 5.0)                                      # 5 steps per drafted token
-    probes = []
-    for i in range(1, 60):
-        c.after_round([Draft([])], [0], [0], [0])
-        if c.k[0] > 0:
-            probes.append(i)
-    assert probes == [16, 48]
+    c.time_prefill(100, 10.0)                                    # the target's prompt pass
+    c.time_feed(0, 1, 5.0)                                       # 5 steps per drafted token
+    assert c.per_fed(0) == pytest.approx(5.0 * 0.1)              # b's prior: d x 0.1 steps
+    assert probe_rounds(c, 200, behind=1, remaining=10_000) == []
 
 
 # --- in the loop ----------------------------------------------------------------------------
@@ -158,11 +188,21 @@ def test_rounds_without_a_worthwhile_draft_are_plain_steps(tiny: Model) -> None:
     assert r.tokens == ref.tokens
     assert all(x.rows == 1 and x.committed == 1 for x in r.rounds)
     assert r.acceptance() == {"lookup": None, "ngram": None, "self:2": None}   # never verified
-    assert sum(x.drafted[2] for x in r.rounds) <= 1 + 2          # one token to time it, probes
+    assert sum(x.drafted[2] for x in r.rounds) == 0              # timed once, never asked
     free = generate_speculative(tiny, [5, 6, 7, 8], ["lookup"], max_new_tokens=8,
                                 costs=linear_costs(1.0, 0.0))    # verifying would be free ...
     assert free.rounds[0].drafted == [0]                         # ... but nothing recurs yet
     assert all(x.rows == 1 for x in free.rounds if sum(x.drafted) == 0)
+
+
+def test_a_model_drafter_that_pays_is_asked_in_the_gated_loop(tiny: Model) -> None:
+    prompt = "Please name the planets in our solar system."
+    ref = generate(tiny, prompt, max_new_tokens=40, chat=True)
+    cheap = linear_costs(1.0, 0.0)              # a batch costs one step of 1 s, drafting ~1 ms
+    r = generate_speculative(tiny, prompt, [f"self:{tiny.config.n_layer}"], max_new_tokens=40,
+                             chat=True, costs=cheap)
+    assert r.tokens == ref.tokens
+    assert sum(x.drafted[0] for x in r.rounds) > 1 and r.tokens_per_forward > 1.5
 
 
 def test_costs_are_kept_per_model_and_thread_count(tiny: Model) -> None:

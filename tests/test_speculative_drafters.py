@@ -205,6 +205,19 @@ def test_self_drafter_with_every_layer_proposes_the_targets_greedy_tokens(tiny: 
     assert propose(d, ids, 8) == generate(tiny, ids, max_new_tokens=8).tokens
 
 
+def test_model_drafter_catches_up_on_what_it_is_behind_then_only_drafts(tiny: Model) -> None:
+    ids = tiny.prompt_ids("Please name the planets in our solar system.", chat=True)
+    d = ModelDrafter(tiny)
+    d.reset(128)
+    assert d.behind(ids) == len(ids)                        # before its first draft: the prompt
+    assert d.catch_up(ids[:1]) == 1 and d.behind(ids) == len(ids) - 1   # (the loop's timing)
+    assert d.catch_up(ids) == len(ids) - 1 and d.behind(ids) == 0 and d.catch_up(ids) == 0
+    first = d.propose(ids, 8, Greedy(), np.random.default_rng(0))
+    assert first.tokens == generate(tiny, ids, max_new_tokens=8).tokens   # the same drafts
+    assert d.behind(ids + first.tokens[:1] + [7]) == 1      # one committed token it has not seen
+    assert d.catch_up(ids + first.tokens[:1] + [7]) == 1
+
+
 def test_bad_drafter_names_are_usage_errors(tiny: Model) -> None:
     for spec in ("self:0", "self:5", "self:x", "ngram:x", "ngram:0"):
         with pytest.raises(UsageError, match=spec.partition(":")[0]):

@@ -59,6 +59,18 @@ class Drafter:
     def reset(self, capacity: int) -> None:
         """Start a new generation whose sequence may reach `capacity` tokens."""
 
+    def behind(self, context: Sequence[int]) -> int:
+        """Tokens this drafter has to feed through its model before it can draft after
+        `context`: its catch-up (the whole context before its first draft, the tokens
+        committed since its last draft after that). 0 for a drafter without a model."""
+        return 0
+
+    def catch_up(self, context: Sequence[int]) -> int:
+        """Bring its state up to `context` (a model drafter: feed the ``behind`` tokens in one
+        batch), so that ``propose`` only drafts; returns the tokens fed. ``propose`` catches up
+        by itself when this was not called; the loop calls it apart to time the two parts."""
+        return 0
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler,
                 rng: np.random.Generator) -> Draft:
         """Up to `k` tokens to follow `context` (the whole committed sequence, which between

@@ -13,8 +13,9 @@ Every kind shares the target's vocabulary (``llmnb.ar.draft`` defines a draft an
 
 A model drafter keeps its own KV cache and the ids it holds keys for. Each round it rewinds
 its cache to the longest prefix it shares with the committed sequence (``KVCache.truncate``;
-only the tokens since its last round are compared), feeds the rest in one batch, and decodes
-K tokens one at a time: K forward passes per round.
+only the tokens since its last round are compared), feeds the rest in one batch (its
+``catch_up``: the tokens committed since its last draft, or the whole prompt before its
+first), and decodes K tokens one at a time: K forward passes per round.
 """
 from __future__ import annotations
 
@@ -57,11 +58,13 @@ class ModelDrafter(Drafter):
         self.cache = KVCache(self.config, 1)
         self.seen: list[int] = []              # ids whose keys/values the cache holds
         self.base = 0                          # length of the context of the last round
+        self.logits: npt.NDArray[np.float32] | None = None   # after seen[-1], until a draft
 
     def reset(self, capacity: int) -> None:
         self.cache = KVCache(self.config, max(1, min(capacity, self.config.n_ctx)))
         self.seen = []
         self.base = 0
+        self.logits = None
 
     def _forward(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
         arr: I64 = np.asarray(ids, dtype=np.int64)
@@ -72,21 +75,43 @@ class ModelDrafter(Drafter):
         row: npt.NDArray[np.float32] = logits[0]
         return row
 
+    def _shared(self, context: Sequence[int]) -> int:
+        """Length of the longest prefix its cache shares with `context` (the context of its
+        last round is a prefix of this one, so compared from that round's end)."""
+        limit = min(len(self.seen), len(context))
+        keep = min(self.base, limit) if extends(self.seen, self.base, context) else 0
+        while keep < limit and self.seen[keep] == context[keep]:
+            keep += 1
+        return keep
+
+    def _synced(self, context: Sequence[int], keep: int) -> bool:
+        """Does the cache hold exactly `context`, with the logits after its last token?"""
+        return self.logits is not None and keep == len(context) == len(self.seen)
+
+    def behind(self, context: Sequence[int]) -> int:
+        keep = self._shared(context)
+        return 0 if self._synced(context, keep) else len(context) - min(keep, len(context) - 1)
+
+    def catch_up(self, context: Sequence[int]) -> int:
+        keep = self._shared(context)
+        if self._synced(context, keep):
+            return 0
+        keep = min(keep, len(context) - 1)                 # feed at least one token: its logits
+        self.cache.truncate(keep)
+        del self.seen[keep:]
+        self.base = len(context)
+        self.logits = self._forward(context[keep:])
+        return len(context) - keep
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler,
                 rng: np.random.Generator) -> Draft:
         k = min(k, self.cache.capacity - len(context) + 1)    # room left in the cache
         if k < 1:
             return Draft([])
-        # rewind to the longest prefix the cache shares with the context (keep >= 1 to feed);
-        # the context of the last round is a prefix of this one, so compare from its end
-        limit = min(len(self.seen), len(context) - 1)
-        keep = min(self.base, limit) if extends(self.seen, self.base, context) else 0
-        while keep < limit and self.seen[keep] == context[keep]:
-            keep += 1
-        self.cache.truncate(keep)
-        del self.seen[keep:]
-        self.base = len(context)
-        logits = self._forward(context[keep:])
+        self.catch_up(context)
+        logits = self.logits
+        assert logits is not None                             # catch_up set them
+        self.logits = None                                    # the drafts below move the cache on
         tokens: list[int] = []
         rows: list[F64] = []
         for i in range(k):

@@ -161,6 +161,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     first = transformer.forward(np.array(ids, dtype=np.int64), cache=cache, last_only=True)
     cache.commit()
     stats.prefill_s = time.perf_counter() - t0
+    ctrl.time_prefill(len(ids), stats.prefill_s)             # the prior of a drafter's catch-up
     t_start = time.perf_counter()
     seq = [*ids, sampler.sample(first[0])]                   # its logits give the first token,
     stopped = out.push(seq[-1], context_full=len(seq) - 1 >= capacity)   # the root of round 1
@@ -172,12 +173,24 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
         t_draft = time.perf_counter()
         drafts = [Draft([]) for _ in ds]
         for j in order:                                      # free drafters first
-            kj = min(ctrl.draft_length(j, drafts), longest, room)
+            dj = ds[j]
+            if ctrl.needs_timing(j):                         # one step of a model drafter
+                t_j = time.perf_counter()
+                ctrl.time_feed(j, dj.catch_up(seq[:1]), time.perf_counter() - t_j)
+            kj = min(ctrl.draft_length(j, drafts, 0 if dj.free else dj.behind(seq),
+                                       max_new_tokens - len(out.tokens)), longest, room)
             if kj <= 0:
                 continue
             t_j = time.perf_counter()
-            dr = ds[j].propose(seq, kj, sampler, rngs[j])
-            ctrl.time_draft(j, len(dr), time.perf_counter() - t_j)
+            fed = dj.catch_up(seq)                           # timed apart from the drafting
+            t_fed = time.perf_counter()
+            dr = dj.propose(seq, kj, sampler, rngs[j])
+            t_end = time.perf_counter()
+            if fed > 0:
+                ctrl.time_feed(j, fed, t_fed - t_j)
+                ctrl.time_draft(j, len(dr) - 1, t_end - t_fed)
+            else:                                            # all of it in propose
+                ctrl.time_draft(j, len(dr), t_end - t_j)
             drafts[j] = dr.cut(kj)
             room -= len(drafts[j])
         t_verify = time.perf_counter()

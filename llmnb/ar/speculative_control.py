@@ -32,11 +32,21 @@ step, and a costly drafter is not asked):
 
 - a free drafter (lookup, n-gram) is asked for as many tokens as its match supports, up to
   k_max, and its draft is trimmed to K = argmax E(K) / c(1 + K);
-- a costly drafter (a model) drafts one token first, to time it, then K_j = argmax E(K) /
-  (c(1 + K) + K d_j) tokens, d_j its measured seconds per drafted token; it is not asked in
-  a round whose free drafts already promise more tokens per second. When no K beats plain
-  steps it sits out (K_j = 0) and probes with K_j = 1 after 16 rounds, then 32, 64, ...
-  while it keeps failing;
+- a costly drafter (a model) pays twice: d_j seconds per drafted token, and its catch-up,
+  the tokens committed since it last ran, fed through its model in one batch at b_j seconds
+  each after the first (the whole prompt before its first draft). Before anything else the
+  loop times one step of it by feeding the context's first token (the start of that catch-up,
+  nothing wasted): d_j; b_j starts at d_j times the target's prompt pass per token over its
+  decode step, and both follow what the rounds measure. It drafts K_j = argmax E(K) /
+  (c(1 + K) + K d_j + (E(K) - 1) b_j) tokens, but not in a round whose free drafts already
+  promise more tokens per second, nor when catching up costs more than its rate would save
+  over the tokens still to generate. When no K beats plain steps it sits out (K_j = 0). Its
+  first draft, and the first after each rest (16 rounds, then 32, 64, ...), is a *probe* of
+  one token, made only if at acceptance ALPHA_CEILING (or its own, if higher) it would beat
+  plain steps and the probe -- its catch-up and one draft step -- costs at most PROBE_SHARE
+  of what it would then save over the tokens still to generate. So a drafter whose step
+  costs too much at any acceptance is never asked for a token, and the prompt pass of a
+  first draft is paid only where it can pay back;
 - the drafts to verify are chosen greedily by their own rate E / c: a draft joins the batch if
   the batch's expected yield 1 + sum_i P(some draft keeps i tokens) (drafts independent),
   divided by c(rows of the token tree), goes up; no draft at all, or none that beats 1 / t_1,
@@ -64,6 +74,8 @@ from llmnb.model.model import Model
 
 K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, per drafter)
 SHADOW = 16           # tokens of an unverified draft checked against what gets committed
+ALPHA_CEILING = 0.9   # the acceptance a model drafter is granted when asked "could it ever pay?"
+PROBE_SHARE = 0.25    # a probe may cost at most this share of what the drafter could save
 
 KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
@@ -183,7 +195,11 @@ class BubbleController:
         self.probe_every = probe_every
         self.hits: dict[tuple[int, int], float] = {}    # (drafter, draft tag) -> weighted hits
         self.tries: dict[tuple[int, int], float] = {}   # ... and weighted tokens tried
-        self.draft_s = [0.0] * n          # seconds per drafted token (EMA)
+        self.draft_s = [0.0] * n          # seconds per drafted token, d (EMA)
+        self.feed_s = [0.0] * n           # seconds per catch-up token after the first, b (EMA)
+        self.timed = [False] * n          # a model drafter's step timed (``needs_timing``)
+        self.ran = [False] * n            # ... and it has drafted
+        self.prefill_token_s = 0.0        # the target's prompt pass, seconds per token
         self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0) ...
         self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
         self.costs = costs if costs is not None else VerifyCosts()
@@ -204,9 +220,40 @@ class BubbleController:
         self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries
 
     def time_draft(self, j: int, tokens: int, seconds: float) -> None:
+        """`tokens` draft steps (forward passes of one token) took `seconds`."""
         if tokens > 0:
             s = seconds / tokens
             self.draft_s[j] = s if self.draft_s[j] == 0.0 else 0.7 * self.draft_s[j] + 0.3 * s
+
+    def time_feed(self, j: int, tokens: int, seconds: float) -> None:
+        """Drafter j's catch-up fed `tokens` in one batch in `seconds`: one token is a draft
+        step (d); more are d and the rest at b each."""
+        self.timed[j] = True
+        if tokens == 1:
+            self.time_draft(j, 1, seconds)
+        elif tokens > 1 and self.draft_s[j] > 0.0:
+            b = max(0.0, seconds - self.draft_s[j]) / (tokens - 1)
+            self.feed_s[j] = b if self.feed_s[j] == 0.0 else 0.7 * self.feed_s[j] + 0.3 * b
+
+    def time_prefill(self, tokens: int, seconds: float) -> None:
+        """The target's prompt pass: the prior of a drafter's catch-up cost (``per_fed``)."""
+        self.prefill_token_s = seconds / max(1, tokens)
+
+    def needs_timing(self, j: int) -> bool:
+        """Should the loop time one step of costly drafter j (``Drafter.catch_up`` of the
+        context's first token, the start of the catch-up its first draft needs anyway) before
+        the controller decides about it? Once per generation, with the gate on."""
+        return not self.free[j] and self.costed and not self.timed[j]
+
+    def per_fed(self, j: int) -> float:
+        """b: seconds per catch-up token after the first, measured, else d times the ratio of
+        the target's prompt pass per token to its decode step (a batch of n tokens costs a
+        model about what its prompt pass of n tokens costs)."""
+        if self.feed_s[j] > 0.0 or self.free[j]:
+            return self.feed_s[j]
+        if self.prefill_token_s > 0.0 and self.t_step > 0.0:
+            return self.draft_s[j] * min(1.0, self.prefill_token_s / self.t_step)
+        return self.draft_s[j]
 
     def time_step(self, seconds: float) -> None:
         self.costs.time_step(seconds)
@@ -228,43 +275,77 @@ class BubbleController:
         return self.gate and self.costs.t_step > 0.0
 
     # -- decisions ----------------------------------------------------------------------
-    def rate(self, alpha: float, k: int, per_draft: float) -> float:
+    def rate(self, alpha: float, k: int, per_draft: float, per_fed: float = 0.0) -> float:
         """Tokens per second of a round verifying a draft of k at acceptance alpha, drafting
-        at `per_draft` seconds a token (k = 0: a plain step)."""
-        return expected_tokens(alpha, k) / (self.costs.predict(1 + k) + k * per_draft)
+        at `per_draft` seconds a token after catching up the round before's E - 1 tokens
+        beyond its first at `per_fed` each (k = 0: a plain step)."""
+        e = expected_tokens(alpha, k)
+        return e / (self.costs.predict(1 + k) + k * per_draft + (e - 1.0) * per_fed)
 
-    def best_k(self, alpha: float, k_max: int, per_draft: float) -> int:
-        """argmax_K expected tokens / (c(1 + K) + K * per_draft) over 1..k_max, or 0 when
-        no K beats plain decode steps."""
+    def best_k(self, alpha: float, k_max: int, per_draft: float, per_fed: float = 0.0) -> int:
+        """argmax_K of ``rate`` over 1..k_max, or 0 when no K beats plain decode steps."""
         al = min(alpha, 0.999)
         best, best_rate, power = 0, 1.0 / self.t_step, al
         for kk in range(1, k_max + 1):
             power *= al                                  # al^(kk+1)
-            cost = self.costs.predict(1 + kk) + kk * per_draft
-            rate = (1.0 - power) / (1.0 - al) / cost
+            e = (1.0 - power) / (1.0 - al)
+            cost = self.costs.predict(1 + kk) + kk * per_draft + (e - 1.0) * per_fed
+            rate = e / cost
             if rate > best_rate:
                 best, best_rate = kk, rate
         return best
 
-    def draft_length(self, j: int, drafts: Sequence[Draft] = ()) -> int:
+    def worth(self, j: int, alpha: float, k: int, behind: int, remaining: int,
+              share: float, probe: int = 0) -> bool:
+        """Does drafter j's catch-up pay: do the `behind` tokens it has to feed, beyond what a
+        round drafting k at acceptance alpha feeds anyway, and a `probe` of that many tokens,
+        cost at most `share` of the seconds that round's rate saves over the `remaining`
+        tokens?"""
+        if k <= 0:
+            return False
+        d, b = self.draft_s[j], self.per_fed(j)
+        steady = self.rate(alpha, k, d, b)
+        gain = remaining * (self.t_step - 1.0 / steady) if steady > 0.0 else 0.0
+        price = max(0.0, behind - expected_tokens(alpha, k)) * b + probe * d
+        return gain > 0.0 and price <= share * gain
+
+    def draft_length(self, j: int, drafts: Sequence[Draft] = (), behind: int = 1,
+                     remaining: int = K_LIMIT) -> int:
         """How many tokens to ask drafter j for, given the `drafts` of this round so far (the
-        free drafters ask first): a free drafter k_max once costs are known (``plan`` trims
-        it), else its K; a costly drafter its K, but none while the gate still has to time a
-        plain step, one (to time it) before its own cost is known, and none when a free draft
-        already promises a higher rate."""
+        free drafters ask first), the tokens it is `behind` (``Drafter.behind``) and the
+        tokens `remaining` to generate: a free drafter k_max once costs are known (``plan``
+        trims it), else its K. A costly drafter: none while the gate still has to time a plain
+        step or its own step (``needs_timing``); its K while that pays, unless a free draft
+        promises a higher rate or its catch-up costs more than the rest of the generation
+        saves; after sitting out (K = 0), a probe of one token when one is due, it could pay
+        at ALPHA_CEILING and the probe's catch-up costs at most PROBE_SHARE of that gain."""
         if self.free[j]:
             return self.k_max if self.costed else self.k[j]
         if not self.gate:
             return self.k[j]
-        if not self.costed or self.k[j] == 0:
+        if not self.costed or not self.timed[j]:
             return 0
-        if self.draft_s[j] == 0.0:                # its cost unknown: a one-token probe
+        if self.draft_s[j] == 0.0:                # its step could not be timed: one token
             return 1
-        own = self.rate(self.alpha(j), self.k[j], self.draft_s[j])
-        for i, d in enumerate(drafts):
-            if self.free[i] and len(d) > 0:
-                a = self.alpha(i, d.tag, d.prior)
-                if self.rate(a, self.best_k(a, len(d), 0.0), 0.0) >= own:
+        d, b = self.draft_s[j], self.per_fed(j)
+        if self.k[j] == 0 or not self.ran[j]:     # sitting out, or not tried yet: a probe?
+            if self.ran[j] and self.paused[j] < self.probe_gap[j]:
+                return 0
+            ceiling = max(ALPHA_CEILING, self.alpha(j))
+            kk = self.best_k(ceiling, self.k_max, d, b)
+            if not self.worth(j, ceiling, kk, behind, remaining, PROBE_SHARE, probe=1):
+                return 0
+            if self.ran[j]:                       # twice as long a rest if it fails again
+                self.probe_gap[j] *= 2
+            self.paused[j] = 0
+            return 1
+        if not self.worth(j, self.alpha(j), self.k[j], behind, remaining, 1.0):
+            return 0
+        own = self.rate(self.alpha(j), self.k[j], d, b)
+        for i, dr in enumerate(drafts):
+            if self.free[i] and len(dr) > 0:
+                a = self.alpha(i, dr.tag, dr.prior)
+                if self.rate(a, self.best_k(a, len(dr), 0.0), 0.0) >= own:
                     return 0
         return self.k[j]
 
@@ -342,6 +423,8 @@ class BubbleController:
         every drafter's next K."""
         for j, d in enumerate(drafts):
             n = plan[j]
+            if len(d) > 0:
+                self.ran[j] = True
             if n == 0 and len(d) > 0:
                 self._follow(j, committed)                # the earlier draft, if still open
                 if self.shadow[j] is None:
@@ -361,14 +444,11 @@ class BubbleController:
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
-            if self.free[j]:
-                continue                                  # drafts k_max, trimmed by plan
-            kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j])
+            if self.free[j] or self.draft_s[j] == 0.0:    # k_max, trimmed by plan; or its
+                continue                                  # step not timed yet
+            kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j], self.per_fed(j))
             if kk > 0:
                 self.paused[j], self.probe_gap[j] = 0, self.probe_every
-            else:                                         # cannot pay: sit out, then probe
-                self.paused[j] += 1
-                if self.paused[j] >= self.probe_gap[j]:   # a probe of one token, and twice
-                    kk = 1                                # as long a rest if it fails again
-                    self.paused[j], self.probe_gap[j] = 0, 2 * self.probe_gap[j]
+            else:                                         # cannot pay: sit out (a probe is
+                self.paused[j] += 1                       # ``draft_length``'s to decide)
             self.k[j] = kk
