@@ -17,9 +17,10 @@ from llmnb.cli import main as cli_main
 from llmnb.errors import EXIT_INPUT, EXIT_OK
 from llmnb.gguf.constants import GGMLType
 from llmnb.model.config import ModelError, config_from_gguf
-from llmnb.model.convert import ConvertError, convert_checkpoint, detect_pre
+from llmnb.model.convert import ConvertError, convert_checkpoint
 from llmnb.model.safetensors import read_checkpoint_index, read_tensor
 from llmnb.model.weights import unpermute_qk
+from llmnb.tokenizer.pretokenizers import PRE_TOKENIZERS, detect_pre
 
 F32 = npt.NDArray[np.float32]
 D, LAYERS, HEADS, FF, VOCAB, MASK = 32, 2, 4, 64, 96, 95
@@ -297,7 +298,22 @@ def test_pre_tokenizer_names_follow_llama_cpp() -> None:
     assert detect_pre(split(QWEN2_HF_REGEX)) == "qwen2"
     assert detect_pre(split(QWEN2_HF_REGEX.replace(r"|\p{N}|", r"|\p{N}{1,3}|"))) == "llama-bpe"
     assert detect_pre({"type": "ByteLevel", "use_regex": True}) == "gpt2"
+    assert detect_pre({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\p{N}"}, "behavior": "Isolated"},
+        {"type": "ByteLevel", "use_regex": True}]}) == "smollm"
     assert detect_pre({"type": "Metaspace"}) is None
+    # the guess answers with names from the one table the tokenizer is built from
+    assert {"qwen2", "llama-bpe", "gpt2", "smollm"} <= set(PRE_TOKENIZERS)
+
+
+def test_an_unreadable_tokenizer_json_is_a_convert_error(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path / "hf", "llada")
+    (tmp_path / "hf" / "tokenizer.json").write_text("{")
+    with pytest.raises(ConvertError, match=r"tokenizer.json: model.vocab: expected a tokenizers "
+                                           r"JSON with model.vocab") as e:
+        convert_checkpoint(tmp_path / "hf", tmp_path / "o.gguf")
+    assert e.value.exit_code == EXIT_INPUT
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
 
 
 def test_without_tokenizer_json_a_synthetic_vocabulary_is_written(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from llmnb.model.blocks import (
     COL_BLOCK, FEW_ROWS, WIDE_ROWS, apply_rope, attention, linear, rms_norm, rope_inv_freq, rope_tables,
 )
-from llmnb.model.weights import unpermute_qk
+from llmnb.model.weights import permute_qk, unpermute_qk
 from oracle import MANIFEST, PROMPT, TOL, forward_case, reference, transformer
 
 LLAMA_CPP = [k for k, v in MANIFEST["fixtures"].items() if v["convention"] == "llama.cpp"]
@@ -73,10 +73,11 @@ def test_rope_rotates_pairs_and_preserves_norm_and_relative_angle() -> None:
     np.testing.assert_array_equal(at(q, 0), q)
 
 
-def test_unpermute_inverts_llama_cpp_permutation() -> None:
+def test_unpermute_inverts_llama_cpp_permutation_and_permute_is_it() -> None:
     w = np.arange(2 * 8 * 3, dtype=np.float32).reshape(16, 3)       # 2 heads of dim 8
     perm = w.reshape(2, 2, 4, 3).swapaxes(1, 2).reshape(16, 3)       # llama.cpp's converter
     np.testing.assert_array_equal(unpermute_qk(perm, 2), w)
+    np.testing.assert_array_equal(permute_qk(w, 2), perm)           # llmnb convert's, the same
 
 
 def test_causal_attention_ignores_the_future_and_gqa_shares_heads() -> None:

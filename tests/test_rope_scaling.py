@@ -17,7 +17,8 @@ from llmnb.gguf.constants import FLOAT32, STRING
 from llmnb.gguf.reader import MetadataField
 from llmnb.model.blocks import rope_inv_freq, rope_mscale, yarn_correction_range
 from llmnb.model.config import ModelError, config_from_gguf
-from llmnb.model.convert import ConvertError, RopeScaling, convert_checkpoint, llama3_rope_factors
+from llmnb.model.convert import ConvertError, convert_checkpoint
+from llmnb.model.hf_config import RopeScaling, llama3_rope_factors
 from test_convert import write_checkpoint
 from test_diffusion_files import rewrite
 

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.gguf.constants import GGMLType
-from llmnb.model.convert import DIFFUSION as _DIFFUSION
+from llmnb.model.config import DIFFUSION_ARCHS as _DIFFUSION
+from llmnb.model.config import PERMUTED_ARCHS as _PERMUTED
 from llmnb.model.convert import OUTTYPES
-from llmnb.model.convert import PERMUTED as _PERMUTED
 from llmnb.model.convert import convert_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]

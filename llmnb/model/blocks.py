@@ -5,9 +5,13 @@
 
 Conventions: activations are float32 row vectors, ``(T, d)`` for T tokens. GGUF stores a
 weight as ``(out, in)``; the loader keeps it transposed, ``(in, out)``, so a projection is
-``x @ W.T`` = ``linear(x, W.T)``. RoPE uses the
-half-split ("NEOX", Hugging Face) pairing (i, i + d/2); the loader converts llama.cpp's
-interleaved Llama files to it (``weights.unpermute_qk``).
+``x @ W.T`` = ``linear(x, W.T)``. RoPE uses the half-split ("NEOX", Hugging Face) pairing
+(i, i + d/2); the loader converts llama.cpp's interleaved Llama files to it
+(``weights.unpermute_qk``).
+
+The file has two parts: first the blocks, plain numpy one function each (picoGPT's
+``gpt2.py`` is the model), then the performance path: ``linear``, the projections, which pick
+a way to multiply by how many rows there are and how the weight is held.
 
 References: RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al.
 2023), SwiGLU (Shazeer 2020); Llama-3 RoPE frequency scaling as llama.cpp's ``rope_freqs``;
@@ -25,73 +29,7 @@ from llmnb.model.config import ROPE_SCALINGS, ModelError
 F32 = npt.NDArray[np.float32]
 
 
-class Product(Protocol):
-    """A weight that multiplies itself: x (T, in) -> x @ W.T (T, out). The quantized
-    residency's weights (``llmnb.kernels.PackedMatrix``, or several side by side)."""
-
-    def matmul(self, x: F32) -> F32:
-        ...
-
-    @property
-    def nbytes(self) -> int:
-        ...
-
-
-# A product over a few rows (a speculative verify batch, a short prompt) is faster as one
-# matrix-vector product per row than as OpenBLAS's matrix-matrix product, whose fixed cost per
-# call is 2-3 matrix-vector products on the machines here: walking the weight in column blocks
-# of COL_BLOCK, the first row streams a block from memory and the others find it in cache.
-# Measured with 1 thread (SmolLM2-135M's matrices, T = 2/4/6): 1.6/2.2/2.8 decode steps
-# against 3.1/3.3/3.5 for the matrix-matrix product. ``notebooks/10`` shows the curve.
-FEW_ROWS = 6
-COL_BLOCK = 1024
-# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide``)
-# beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8
-# (SmolLM2-135M, 1 thread, ``python -m llmnb.perf.bench_spec --paths``); at T = 2 and 3 it
-# loses (2.4 against 1.7 at T = 2).
-WIDE_ROWS = 4
-# A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
-# beats the kernels' few-row products from this many rows on: 157 against 205 ms at T = 8,
-# 174 against 169 at T = 6, 139 against 119 at T = 4 (SmolLM2-135M Q4_1, 1 thread, ``--paths``).
-WIDE_ROWS_QUANTIZED = 8
-
-
-def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
-    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
-    optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
-
-    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
-    WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
-
-    The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
-    (sgemv over columns: ~1.7x the bandwidth of the (out, in) layout when rows are short,
-    as they are here, measured by ``llmnb bench ar``). One token is a vector @ matrix
-    product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
-    row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
-    when the (out, in) copy is given.
-    """
-    out: F32
-    if not isinstance(w_t, np.ndarray):
-        if w is not None and x.shape[0] >= WIDE_ROWS_QUANTIZED:
-            out = (w @ x.T).T                                 # (T, out), a view of (out, T)
-            return out
-        return w_t.matmul(x)
-    t = x.shape[0]
-    if w is not None and t >= WIDE_ROWS:
-        out = (w @ x.T).T                                     # (T, out), a view of (out, T)
-    elif t == 1:
-        out = (x[0] @ w_t)[None, :]                           # (1, out)
-    elif t <= FEW_ROWS:
-        n = w_t.shape[1]
-        out = np.empty((t, n), dtype=np.float32)              # (T, out)
-        for j in range(0, n, COL_BLOCK):
-            block = w_t[:, j:j + COL_BLOCK]                   # (in, <= COL_BLOCK), strided
-            for r in range(t):
-                np.matmul(x[r], block, out=out[r, j:j + COL_BLOCK])
-    else:
-        out = x @ w_t                                         # (T, out)
-    return out
-
+# --- the blocks, in the order they run ------------------------------------------------------
 
 def rms_norm(x: F32, weight: F32, eps: float) -> F32:
     """x / sqrt(mean(x^2) + eps) * weight, per row."""
@@ -259,4 +197,73 @@ def softcap(logits: F32, cap: float) -> F32:
     """cap * tanh(logits / cap): logits bounded to (-cap, cap) (Gemma 2's final soft-capping)."""
     c = np.float32(cap)
     out: F32 = np.tanh(logits / c) * c
+    return out
+
+
+# --- the performance path: the projections, x @ W.T, by rows and by how W is held ---------
+
+class Product(Protocol):
+    """A weight that multiplies itself: x (T, in) -> x @ W.T (T, out). The quantized
+    residency's weights (``llmnb.kernels.PackedMatrix``, or several side by side)."""
+
+    def matmul(self, x: F32) -> F32:
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        ...
+
+
+# A product over a few rows (a speculative verify batch, a short prompt) is one matrix-vector
+# product per row rather than one OpenBLAS matrix-matrix product, which pays a fixed cost per
+# call: walking the weight in column blocks of COL_BLOCK, the first row streams a block from
+# memory and the others find it in cache. What this path costs, in decode steps:
+# ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W`` (its T <= FEW_ROWS rows).
+FEW_ROWS = 6
+COL_BLOCK = 1024
+# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide``)
+# beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
+# T = 2 and 3 it loses (2.4 against 1.7 at T = 2) (SmolLM2-135M, 150 cached tokens:
+# ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``).
+WIDE_ROWS = 4
+# A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
+# beats the kernels' few-row products from this many rows on: 157 against 205 ms at T = 8,
+# 174 against 169 at T = 6, 139 against 119 at T = 4 (SmolLM2-135M Q4_1, 150 cached tokens:
+# ``python -m llmnb.perf.bench_spec --threads 1 --paths quantized quantized+W@X.T``).
+WIDE_ROWS_QUANTIZED = 8
+
+
+def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
+    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
+    optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
+
+    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
+    WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
+
+    The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
+    (sgemv over columns, for rows as short as these models'). One token is a vector @ matrix
+    product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
+    row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
+    when the (out, in) copy is given.
+    """
+    out: F32
+    if not isinstance(w_t, np.ndarray):
+        if w is not None and x.shape[0] >= WIDE_ROWS_QUANTIZED:
+            out = (w @ x.T).T                                 # (T, out), a view of (out, T)
+            return out
+        return w_t.matmul(x)
+    t = x.shape[0]
+    if w is not None and t >= WIDE_ROWS:
+        out = (w @ x.T).T                                     # (T, out), a view of (out, T)
+    elif t == 1:
+        out = (x[0] @ w_t)[None, :]                           # (1, out)
+    elif t <= FEW_ROWS:
+        n = w_t.shape[1]
+        out = np.empty((t, n), dtype=np.float32)              # (T, out)
+        for j in range(0, n, COL_BLOCK):
+            block = w_t[:, j:j + COL_BLOCK]                   # (in, <= COL_BLOCK), strided
+            for r in range(t):
+                np.matmul(x[r], block, out=out[r, j:j + COL_BLOCK])
+    else:
+        out = x @ w_t                                         # (T, out)
     return out

@@ -22,11 +22,12 @@ import numpy as np
 from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.reader import GGUFFile
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "llada", "dream")
+# The architectures llmnb runs (the loader reads them, ``llmnb convert`` writes them): the one list.
+SUPPORTED_ARCHS = ("llama", "qwen2", "llada", "dream", "gemma3")
 FILE_ARCHS = (*SUPPORTED_ARCHS, "diffuse")    # what general.architecture may say
 PERMUTED_ARCHS = ("llama", "llada")            # llama.cpp permutes their Q/K rows (NORM rope)
+DIFFUSION_ARCHS = ("llada", "dream")           # bidirectional; the diffuse format's model types
 DIFFUSE_PREFIXES = ("diffuse.", "qwen2.", "llama.")  # diffuse-cpp's key lookup order
-DIFFUSE_MODEL_TYPES = ("llada", "dream")
 # {arch}.rope.scaling.type values llmnb computes (llama3 comes as a rope_freqs tensor instead)
 ROPE_SCALINGS = ("none", "linear", "yarn", "llama3")
 
@@ -94,6 +95,16 @@ class ModelConfig:
         return attn + 3 * self.n_embd * self.n_ff + norms
 
 
+def check_heads(n_embd: int, n_head: int, n_head_kv: int, where_q: str, where_kv: str,
+                error: type[ModelError] = ModelError) -> None:
+    """Query heads that split the width evenly and KV heads that split the query heads into
+    equal groups (GQA), else `error` naming where each count came from (file and key)."""
+    if n_head <= 0 or n_embd % n_head:
+        raise error(f"{where_q}: expected a divisor of {n_embd}, got {n_head}")
+    if n_head_kv <= 0 or n_head % n_head_kv:
+        raise error(f"{where_kv}: expected a divisor of {n_head}, got {n_head_kv}")
+
+
 def _get(f: GGUFFile, key: str, kind: type, default: object = None) -> object:
     field = f.fields.get(key)
     if field is None:
@@ -145,15 +156,11 @@ def _llama_like(f: GGUFFile, arch: str) -> ModelConfig:
         raise ModelError(f"{f.path}: tensor 'token_embd.weight' missing or not 2-D")
     n_embd = _int(f, f"{arch}.embedding_length")
     n_head = _int(f, f"{arch}.attention.head_count")
-    if n_head <= 0 or n_embd % n_head:
-        raise ModelError(f"{f.path}: {arch}.attention.head_count: expected a divisor of "
-                         f"{n_embd}, got {n_head}")
     n_head_kv = _int(f, f"{arch}.attention.head_count_kv", n_head)
-    if n_head_kv <= 0 or n_head % n_head_kv:
-        raise ModelError(f"{f.path}: {arch}.attention.head_count_kv: expected a divisor of "
-                         f"{n_head}, got {n_head_kv}")
+    key = f"{f.path}: {arch}.attention.head_count"
+    check_heads(n_embd, n_head, n_head_kv, key, key + "_kv")
     head_dim = _int(f, f"{arch}.attention.key_length", n_embd // n_head)
-    causal_default = arch not in ("llada", "dream")
+    causal_default = arch not in DIFFUSION_ARCHS
     causal = _get(f, f"{arch}.attention.causal", bool, causal_default)
     shift = _get(f, "diffusion.shift_logits", bool, arch == "dream")
     scaling, factor, orig_ctx, attn_factor = _rope_scaling(f, arch)
@@ -283,19 +290,15 @@ def _diffuse_config(f: GGUFFile) -> ModelConfig:
     if emb is None or len(emb.shape) != 2:
         raise ModelError(f"{f.path}: tensor 'token_embd.weight' missing or not 2-D")
     model_type = _get(f, _diffuse_key(f, "model_type"), str, "llada")
-    if model_type not in DIFFUSE_MODEL_TYPES:
+    if model_type not in DIFFUSION_ARCHS:
         raise ModelError(f"{f.path}: diffuse.model_type: expected one of "
-                         f"{', '.join(DIFFUSE_MODEL_TYPES)}, got {model_type!r}")
+                         f"{', '.join(DIFFUSION_ARCHS)}, got {model_type!r}")
     assert isinstance(model_type, str)
     n_embd = _int(f, _diffuse_key(f, "embedding_length"))
     n_head = _int(f, _diffuse_key(f, "attention.head_count"))
-    if n_head <= 0 or n_embd % n_head:
-        raise ModelError(f"{f.path}: {_diffuse_key(f, 'attention.head_count')}: expected a "
-                         f"divisor of {n_embd}, got {n_head}")
     n_head_kv = _int(f, _diffuse_key(f, "attention.head_count_kv"))   # required by diffuse-cpp
-    if n_head_kv <= 0 or n_head % n_head_kv:
-        raise ModelError(f"{f.path}: {_diffuse_key(f, 'attention.head_count_kv')}: expected a "
-                         f"divisor of {n_head}, got {n_head_kv}")
+    check_heads(n_embd, n_head, n_head_kv, f"{f.path}: {_diffuse_key(f, 'attention.head_count')}",
+                f"{f.path}: {_diffuse_key(f, 'attention.head_count_kv')}")
     if emb.shape[1] != n_embd:
         raise ModelError(f"{f.path}: token_embd.weight: expected {n_embd} columns, got {emb.shape}")
     head_dim = n_embd // n_head                     # diffuse-cpp stores no head-dim key

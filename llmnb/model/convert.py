@@ -1,6 +1,7 @@
 """HF checkpoint (safetensors + config.json) -> GGUF, tensor by tensor (``llmnb convert``).
 
-Reads Llama / Qwen2 checkpoints, LLaDA's own OLMo-style layout and Dream's (Qwen2 names) and
+Reads Llama / Qwen2 / Gemma 3 checkpoints, LLaDA's own OLMo-style layout and Dream's (Qwen2
+names) -- their config.json through ``hf_config``, their tensors through ``safetensors`` -- and
 writes either of the two conventions the engine reads (DESIGN "Model files"):
 
 - ``llama.cpp``: arch = `arch`, keys under ``{arch}.``; Q/K rows (and biases) permuted per head
@@ -22,245 +23,42 @@ are written from them, then each tensor is read, converted and written before th
 touched (gguf-py's ``GGUFWriter`` in its incremental mode) — so memory is a few copies of the
 largest tensor, whatever the checkpoint size. The output appears atomically.
 
-Tokenizer: a byte-level BPE ``tokenizer.json`` beside the checkpoint (Llama 3, Qwen2/Dream,
-GPT-2 style) is embedded as ``tokenizer.ggml.model = gpt2`` with its tokens, token types,
-merges, the pre-tokenizer name, BOS/EOS/PAD ids and the chat template from
-``tokenizer_config.json``. Without one (or with another kind) a synthetic ``<tokN>`` vocabulary
-keeps strict loaders (llama.cpp) happy, and ``ConvertResult.tokenizer`` says so.
+Tokenizer: a byte-level BPE ``tokenizer.json`` beside the checkpoint is embedded as
+``tokenizer.ggml.*`` (the tokenizer layer's ``llmnb.tokenizer.convert``); without one (or with
+another kind) a synthetic ``<tokN>`` vocabulary keeps strict loaders (llama.cpp) happy, and
+``ConvertResult.tokenizer`` says so.
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32
+from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, STRING, UINT32
 from llmnb.gguf.reader import MetadataField
 from llmnb.gguf.writer import atomic_path
-from llmnb.model.config import tensor_shapes
-from llmnb.model.safetensors import CheckpointError, TensorEntry, check_dtype, \
-    read_checkpoint_index, read_tensor
+from llmnb.model.config import DIFFUSION_ARCHS, PERMUTED_ARCHS, SUPPORTED_ARCHS, check_heads, \
+    tensor_shapes
+from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rope_factors, \
+    read_config, read_gemma3, read_hparams
+from llmnb.model.safetensors import TensorEntry, check_dtype, read_checkpoint_index, \
+    read_tensor
+from llmnb.model.weights import permute_qk
+from llmnb.tokenizer.convert import synthetic_vocab, tokenizer_fields
+from llmnb.tokenizer.errors import TokenizerError
 
 import gguf  # gguf-py: the reference writer, used in its incremental (streaming) mode
 
-ARCHS = ("llama", "qwen2", "llada", "dream", "gemma3")
 FORMATS = ("llama.cpp", "diffuse")
 OUTTYPES = {"f32": 0, "f16": 1}     # general.file_type: ALL_F32, MOSTLY_F16
-PERMUTED = ("llama", "llada")       # llama.cpp rotates adjacent pairs for these (NORM rope)
-DIFFUSION = ("llada", "dream")
 
 Progress = Callable[[int, int], None]   # (tensors done, tensors in all)
-
-
-class ConvertError(CheckpointError):
-    """A checkpoint that cannot be converted: missing config.json, unknown arch, missing tensors."""
-
-
-# --- config.json -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class HParams:
-    """The hyper-parameters a GGUF needs, from any of the config.json dialects."""
-
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    n_ff: int
-    n_ctx: int
-    eps: float
-    theta: float
-    tied: bool
-    mask_token_id: int | None
-    head_dim: int = 0            # config.json's head_dim; 0: n_embd / n_head
-    rope: RopeScaling | None = None
-    # Gemma 3 (read_gemma3): sliding-window layers and their RoPE base, final soft-capping
-    sliding_window: int = 0
-    swa_layers: tuple[bool, ...] = ()
-    theta_swa: float = 0.0
-    logit_softcap: float = 0.0
-
-    @property
-    def d_head(self) -> int:
-        return self.head_dim or self.n_embd // self.n_head
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """``rope_scaling`` / ``rope_parameters`` of config.json, as llama.cpp's converter keeps it:
-    linear and YaRN as GGUF keys, Llama 3's as per-frequency divisors (``rope_freqs.weight``)."""
-
-    kind: str                    # linear | yarn | llama3
-    factor: float
-    orig_ctx: int = 0            # yarn, llama3: the context the model was trained on
-    low_freq_factor: float = 1.0     # llama3
-    high_freq_factor: float = 4.0    # llama3
-
-
-def read_config(hf_dir: Path) -> dict[str, Any]:
-    path = hf_dir / "config.json"
-    try:
-        c = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConvertError(f"{path}: expected the checkpoint's config.json, found none") from None
-    except (OSError, ValueError) as e:
-        raise ConvertError(f"{path}: expected a JSON object ({e})") from None
-    if not isinstance(c, dict):
-        raise ConvertError(f"{path}: expected a JSON object")
-    return c
-
-
-def read_hparams(c: dict[str, Any], source: Path) -> HParams:
-    """HF (``hidden_size`` ...) or LLaDA/OLMo (``d_model`` ...) keys; ``rope_theta`` at top
-    level (transformers 4, LLaDA, Dream) or in ``rope_parameters`` (transformers >= 5)."""
-    def get(*keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if c.get(k) is not None:
-                return c[k]
-        if default is None:
-            raise ConvertError(f"{source}: expected one of {', '.join(keys)}")
-        return default
-
-    theta = c.get("rope_theta")
-    if theta is None:
-        params = c.get("rope_parameters")
-        if isinstance(params, dict):                     # Gemma 3 keeps one per layer type
-            params = params.get("full_attention", params)
-        theta = params.get("rope_theta", 10000.0) if isinstance(params, dict) else 10000.0
-    try:
-        n_head = int(get("num_attention_heads", "n_heads"))
-        head_dim = c.get("head_dim")
-        return HParams(
-            n_layer=int(get("num_hidden_layers", "n_layers")),
-            n_embd=int(get("hidden_size", "d_model")),
-            n_head=n_head,
-            n_head_kv=int(get("num_key_value_heads", "n_kv_heads", default=n_head)),
-            n_ff=int(get("intermediate_size", "mlp_hidden_size")),
-            n_ctx=int(get("max_position_embeddings", "max_sequence_length", default=4096)),
-            eps=float(get("rms_norm_eps", "layer_norm_eps", default=1e-5)),
-            theta=float(theta),
-            tied=bool(get("tie_word_embeddings", "weight_tying", default=False)),
-            mask_token_id=None if c.get("mask_token_id") is None else int(c["mask_token_id"]),
-            head_dim=0 if head_dim is None else int(head_dim),
-            rope=read_rope_scaling(c, source),
-        )
-    except (TypeError, ValueError) as e:
-        raise ConvertError(f"{source}: expected numbers for the model's sizes ({e})") from None
-
-
-# YaRN parameters llama.cpp reads for none of the archs here: a checkpoint that sets them
-# would run differently there, so it is refused rather than converted with them dropped.
-YARN_FIXED = {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None, "mscale": None,
-              "mscale_all_dim": None, "extrapolation_factor": None}
-
-
-def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
-    """The RoPE scaling of config.json (``rope_scaling``, or transformers >= 5's
-    ``rope_parameters``; ``type`` or ``rope_type``): None for the default rotary embedding,
-    linear / yarn / llama3 as llama.cpp's converter reads them, any other kind refused."""
-    params = c.get("rope_scaling") or c.get("rope_parameters") or {}
-    if not isinstance(params, dict):
-        raise ConvertError(f"{source}: rope_scaling: expected an object, got {params!r}")
-    params = params.get("full_attention", params)       # Gemma 3: the global layers' RoPE
-    kind = str(params.get("rope_type", params.get("type", "default"))).lower()
-    if kind == "default":
-        return None
-    if kind not in ("linear", "yarn", "llama3"):
-        raise ConvertError(f"{source}: rope_scaling type {kind!r}: expected linear, yarn or "
-                           f"llama3 (the RoPE scalings llmnb computes)")
-    factor = float(params.get("factor") or (8.0 if kind == "llama3" else 0.0))
-    if not factor > 0.0:
-        raise ConvertError(f"{source}: rope_scaling.factor: expected a positive number for "
-                           f"{kind} scaling, got {params.get('factor')!r}")
-    orig = params.get("original_max_position_embeddings", c.get("original_max_position_embeddings"))
-    if kind == "linear":
-        return RopeScaling(kind, factor)
-    if kind == "llama3":
-        return RopeScaling(kind, factor, int(orig or 8192), float(params.get("low_freq_factor", 1.0)),
-                           float(params.get("high_freq_factor", 4.0)))
-    if orig is None:
-        raise ConvertError(f"{source}: rope_scaling.original_max_position_embeddings: expected "
-                           f"the trained context length for yarn scaling")
-    for key, default in YARN_FIXED.items():
-        value = params.get(key)
-        if value is not None and (default is None or float(value) != default):
-            raise ConvertError(f"{source}: rope_scaling.{key} = {value!r}: llama.cpp computes YaRN "
-                               f"for these architectures with its defaults only (beta_fast 32, "
-                               f"beta_slow 1, the attention factor from the factor)")
-    return RopeScaling(kind, factor, int(orig))
-
-
-def read_gemma3(c: dict[str, Any], source: Path, hp: HParams) -> HParams:
-    """Gemma 3's extra keys: ``layer_types`` (or every ``sliding_window_pattern``-th layer
-    global), ``sliding_window``, the sliding layers' RoPE base, ``final_logit_softcapping``.
-    llama.cpp scales q.k by 1/sqrt(head_dim) (1/sqrt(hidden/heads) for the 62-layer 27B) and
-    has no key for another ``query_pre_attn_scalar``, nor for attention soft-capping, so a
-    checkpoint that needs either is refused."""
-    types = c.get("layer_types")
-    if types is None:
-        period = int(c.get("sliding_window_pattern") or c.get("_sliding_window_pattern") or 6)
-        types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention"
-                 for i in range(hp.n_layer)]
-    if len(types) != hp.n_layer or not set(types) <= {"full_attention", "sliding_attention"}:
-        raise ConvertError(f"{source}: layer_types: expected {hp.n_layer} of full_attention / "
-                           f"sliding_attention, got {types!r}")
-    scalar = c.get("query_pre_attn_scalar", hp.d_head)
-    want = hp.n_embd // hp.n_head if hp.n_layer == 62 else hp.d_head
-    if scalar != want:
-        raise ConvertError(f"{source}: query_pre_attn_scalar {scalar}: expected {want} (the "
-                           f"attention scale llama.cpp gives Gemma 3)")
-    if c.get("attn_logit_softcapping") is not None:
-        raise ConvertError(f"{source}: attn_logit_softcapping: expected none (Gemma 3 has none)")
-    params = c.get("rope_parameters") or {}
-    local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
-    theta_swa = float(local.get("rope_theta", c.get("rope_local_base_freq", 10000.0)))
-    if str(local.get("rope_type", "default")) != "default":
-        raise ConvertError(f"{source}: rope_parameters.sliding_attention: expected the default "
-                           f"RoPE (llama.cpp never scales Gemma 3's sliding layers)")
-    return replace(hp, sliding_window=int(c.get("sliding_window") or 0),
-                   swa_layers=tuple(t == "sliding_attention" for t in types), theta_swa=theta_swa,
-                   logit_softcap=float(c.get("final_logit_softcapping") or 0.0))
-
-
-def llama3_rope_factors(rope: RopeScaling, theta: float, head_dim: int) -> npt.NDArray[np.float32]:
-    """Llama 3's per-frequency divisors (``rope_freqs.weight``), as llama.cpp's converter
-    computes them: 1 for wavelengths below orig_ctx / high_freq_factor, `factor` above
-    orig_ctx / low_freq_factor, and a smooth blend between."""
-    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))
-    out = np.empty(len(freqs), dtype=np.float32)
-    low_wavelen = rope.orig_ctx / rope.low_freq_factor
-    high_wavelen = rope.orig_ctx / rope.high_freq_factor
-    for i, freq in enumerate(freqs.astype(np.float64)):
-        wavelen = 2 * math.pi / freq
-        if wavelen < high_wavelen:
-            out[i] = 1.0
-        elif wavelen > low_wavelen:
-            out[i] = rope.factor
-        else:
-            smooth = ((rope.orig_ctx / wavelen - rope.low_freq_factor)
-                      / (rope.high_freq_factor - rope.low_freq_factor))
-            out[i] = 1.0 / ((1.0 - smooth) / rope.factor + smooth)
-    return out
-
-
-def detect_arch(c: dict[str, Any], source: Path) -> str:
-    """llama | qwen2 | llada | dream | gemma3 from ``model_type`` / ``architectures``."""
-    kinds = [str(c.get("model_type", ""))] + [str(a) for a in c.get("architectures") or []]
-    text = " ".join(kinds).lower()
-    for arch, marks in (("llada", ("llada",)), ("dream", ("dream",)), ("qwen2", ("qwen2",)),
-                        ("gemma3", ("gemma3",)), ("llama", ("llama",))):
-        if any(m in text for m in marks):
-            return arch
-    raise ConvertError(f"{source}: model_type/architectures {kinds}: expected a Llama, Qwen2, "
-                       f"LLaDA, Dream or Gemma 3 checkpoint (or give --arch)")
 
 
 # --- tensor names: HF / LLaDA -> GGUF ----------------------------------------------------------
@@ -309,14 +107,6 @@ def gguf_order(name: str) -> tuple[int, int, str]:
     if name.startswith("blk."):
         return (1, int(name.split(".")[1]), name)
     return (0 if name.startswith("token_embd") else 2, 0, name)
-
-
-def permute_qk(w: npt.NDArray[Any], n_head: int) -> npt.NDArray[Any]:
-    """HF half-split rows -> ggml NORM-rope interleaved rows, per head (oracle.md §6.1).
-
-    New row h*d + 2i + j = old row h*d + j*d/2 + i. Works on a weight (rows, n_in) or a bias."""
-    return np.ascontiguousarray(
-        w.reshape(n_head, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
 def expected_shapes(hp: HParams, n_vocab: int, biases: bool, output: bool,
@@ -438,7 +228,7 @@ def model_fields(hp: HParams, arch: str, convention: str, outtype: str, n_vocab:
                            f"{hp.rope}: the diffuse format has keys for neither (expected "
                            f"head_dim = hidden_size / heads and no rope scaling)")
     fields.append(_u32(p + "vocab_size", n_vocab))
-    if arch in DIFFUSION:
+    if arch in DIFFUSION_ARCHS:
         if hp.mask_token_id is None:
             raise ConvertError(f"{source / 'config.json'}: mask_token_id: expected the mask id "
                                f"of a {arch} checkpoint")
@@ -463,115 +253,6 @@ def gemma3_fields(hp: HParams, p: str) -> list[MetadataField]:
     return fields
 
 
-def synthetic_vocab(n_vocab: int) -> list[MetadataField]:
-    """``<tok0>`` ... : a vocabulary that keeps strict loaders (llama.cpp) happy."""
-    return [
-        MetadataField("tokenizer.ggml.model", STRING, "llama"),
-        MetadataField("tokenizer.ggml.tokens", ARRAY, [f"<tok{i}>" for i in range(n_vocab)],
-                      STRING),
-        MetadataField("tokenizer.ggml.scores", ARRAY, np.zeros(n_vocab, np.float32), FLOAT32),
-        MetadataField("tokenizer.ggml.token_type", ARRAY, np.ones(n_vocab, np.int32), INT32),
-    ]
-
-
-# --- tokenizer.json -> tokenizer.ggml.* -----------------------------------------------------------
-
-TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
-
-
-def _split_patterns(pre: Any) -> tuple[list[str], bool]:
-    """The Split regexes of a tokenizer.json pre-tokenizer, and whether ByteLevel splits too."""
-    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
-    regexes: list[str] = []
-    byte_level_regex = False
-    for s in steps:
-        if not isinstance(s, dict):
-            continue
-        if s.get("type") == "Split" and isinstance(s.get("pattern"), dict):
-            regexes.append(str(s["pattern"].get("Regex", s["pattern"].get("String", ""))))
-        if s.get("type") == "ByteLevel" and s.get("use_regex", True):
-            byte_level_regex = True
-    return regexes, byte_level_regex
-
-
-def detect_pre(pre: Any) -> str | None:
-    """llama.cpp's ``tokenizer.ggml.pre`` name for a tokenizer.json pre-tokenizer, if known."""
-    regexes, gpt2 = _split_patterns(pre)
-    joined = " ".join(regexes)
-    if "\\p{N}{1,3}" in joined and "\\p{L}+" in joined:
-        return "llama-bpe"                                   # Llama 3 (and LLaDA's tokenizer)
-    if "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+" in joined and "|\\p{N}|" in joined:
-        return "qwen2"                                       # Qwen2 / Dream
-    if regexes == ["\\p{N}"] and gpt2:
-        return "smollm"
-    if not regexes and gpt2:
-        return "gpt2"
-    return None
-
-
-def _token_id(spec: Any, ids: dict[str, int]) -> int | None:
-    text = spec.get("content") if isinstance(spec, dict) else spec
-    return ids.get(text) if isinstance(text, str) else None
-
-
-def tokenizer_fields(hf: Path, n_vocab: int) -> tuple[list[MetadataField], str]:
-    """GGUF tokenizer metadata from ``tokenizer.json`` (+ ``tokenizer_config.json``), and a note.
-
-    Empty list when there is no byte-level BPE tokenizer.json to embed (the note says why)."""
-    path = hf / "tokenizer.json"
-    if not path.exists():
-        return [], "none (no tokenizer.json beside the checkpoint)"
-    try:
-        tj = json.loads(path.read_text(encoding="utf-8"))
-        model = tj["model"]
-        vocab: dict[str, int] = {str(k): int(v) for k, v in model["vocab"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ConvertError(f"{path}: expected a tokenizers JSON with model.vocab ({e})") from None
-    if model.get("type") != "BPE" or not isinstance(model.get("merges"), list):
-        return [], f"none ({path.name}: model type {model.get('type')!r} is not byte-level BPE)"
-    pre = detect_pre(tj.get("pre_tokenizer"))
-    if pre is None:
-        return [], f"none ({path.name}: pre-tokenizer not recognised)"
-    added = {int(a["id"]): a for a in tj.get("added_tokens") or [] if isinstance(a, dict)}
-    for i, a in added.items():
-        vocab[str(a["content"])] = i
-    size = max(n_vocab, max(vocab.values()) + 1)
-    if size > n_vocab:
-        raise ConvertError(f"{path}: {size} tokens, expected at most the {n_vocab} rows of the "
-                           f"token embedding")
-    tokens = [f"[PAD{i}]" for i in range(n_vocab)]
-    types = [TOKEN_UNUSED] * n_vocab
-    for text, i in vocab.items():
-        tokens[i] = text
-        types[i] = TOKEN_NORMAL
-    for i, a in added.items():
-        types[i] = TOKEN_CONTROL if a.get("special") else TOKEN_USER_DEFINED
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
-    fields = [MetadataField("tokenizer.ggml.model", STRING, "gpt2"),
-              MetadataField("tokenizer.ggml.pre", STRING, pre),
-              MetadataField("tokenizer.ggml.tokens", ARRAY, tokens, STRING),
-              MetadataField("tokenizer.ggml.token_type", ARRAY, np.array(types, np.int32), INT32),
-              MetadataField("tokenizer.ggml.merges", ARRAY, merges, STRING)]
-    cfg_path = hf / "tokenizer_config.json"
-    cfg: dict[str, Any] = {}
-    if cfg_path.exists():
-        try:
-            loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
-            cfg = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError) as e:
-            raise ConvertError(f"{cfg_path}: expected a JSON object ({e})") from None
-    for role, key in (("bos", "bos_token"), ("eos", "eos_token"), ("padding", "pad_token"),
-                      ("unknown", "unk_token")):
-        tid = _token_id(cfg.get(key), vocab)
-        if tid is not None:
-            fields.append(_u32(f"tokenizer.ggml.{role}_token_id", tid))
-    if isinstance(cfg.get("add_bos_token"), bool):
-        fields.append(MetadataField("tokenizer.ggml.add_bos_token", BOOL, cfg["add_bos_token"]))
-    if isinstance(cfg.get("chat_template"), str):
-        fields.append(MetadataField("tokenizer.chat_template", STRING, cfg["chat_template"]))
-    return fields, f"embedded (gpt2 BPE, pre {pre!r}, {len(vocab)} tokens, {len(merges)} merges)"
-
-
 # --- the conversion ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -594,23 +275,26 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
         raise ConvertError(f"{hf}: format: expected llama.cpp or diffuse, got {convention!r}")
     config = read_config(hf)
     arch = arch or detect_arch(config, hf / "config.json")
-    if arch not in ARCHS:
-        raise ConvertError(f"{hf}: arch: expected one of {', '.join(ARCHS)}, got {arch!r}")
-    if convention == "diffuse" and arch not in DIFFUSION:
-        raise ConvertError(f"{hf}: the diffuse format holds llada or dream, got {arch!r}")
+    if arch not in SUPPORTED_ARCHS:
+        raise ConvertError(f"{hf}: arch: expected one of {', '.join(SUPPORTED_ARCHS)}, got {arch!r}")
+    if convention == "diffuse" and arch not in DIFFUSION_ARCHS:
+        raise ConvertError(f"{hf}: the diffuse format holds {' or '.join(DIFFUSION_ARCHS)}, "
+                           f"got {arch!r}")
     hp = read_hparams(config, hf / "config.json")
     if arch == "gemma3":
         hp = read_gemma3(config, hf / "config.json", hp)
-    if hp.n_head <= 0 or hp.n_embd % hp.n_head or hp.n_head_kv <= 0 or hp.n_head % hp.n_head_kv:
-        raise ConvertError(f"{hf / 'config.json'}: heads {hp.n_head}/{hp.n_head_kv}: expected "
-                           f"divisors of {hp.n_embd} and {hp.n_head}")
+    where = f"{hf / 'config.json'}: attention heads"
+    check_heads(hp.n_embd, hp.n_head, hp.n_head_kv, where, f"{where} (key/value)", ConvertError)
     plan = plan_tensors(hf, hp, read_checkpoint_index(hf), arch, outtype,
-                        permute=convention == "llama.cpp" and arch in PERMUTED)
+                        permute=convention == "llama.cpp" and arch in PERMUTED_ARCHS)
     n_vocab = plan[0].shape[0]                                  # token_embd comes first
     fields = model_fields(hp, arch, convention, outtype, n_vocab, name or f"{arch}-{hf.name}", hf)
     note = "none (the diffuse format carries no tokenizer: keep tokenizer.json beside the GGUF)"
     if convention == "llama.cpp":
-        tok, note = tokenizer_fields(hf, n_vocab)
+        try:
+            tok, note = tokenizer_fields(hf, n_vocab)
+        except TokenizerError as e:     # one of the checkpoint's files: a bad input (EXIT_INPUT)
+            raise ConvertError(str(e)) from None
         fields += tok or synthetic_vocab(n_vocab)
     gguf_arch = "diffuse" if convention == "diffuse" else arch
     extra: dict[str, npt.NDArray[np.float32]] = {}

@@ -21,8 +21,11 @@ the rows it needs, from the file, or from the output head when the two are tied 
 quantized copy serves both). A memory preflight (``plan_residency``) estimates what each
 mode needs and refuses with needed-vs-available bytes when the chosen one cannot fit.
 
-llama.cpp stores Llama/LLaDA Q and K rows permuted for its interleaved RoPE; ``unpermute_qk``
-restores the half-split order used by ``blocks.apply_rope`` (reference/oracle.md §6.1).
+llama.cpp stores Llama/LLaDA Q and K rows permuted for its interleaved RoPE (``permute_qk``,
+which ``llmnb convert`` applies too); ``unpermute_qk`` restores the half-split order used by
+``blocks.apply_rope`` (reference/oracle.md §6.1).
+
+The file reads in the order things run: the preflight (before any tensor is read), then loading.
 """
 from __future__ import annotations
 
@@ -51,6 +54,161 @@ WEIGHTS = ("quantized", "f32")
 # side by side, down (``Weights._load_layer``; the preflight sizes the scratch by them)
 FUSED: Final = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"),
                 ("ffn_down",))
+
+
+# --- the memory preflight: runs first (``llmnb.load``), from the file's tensor table alone ---
+
+class MemoryPreflightError(ModelError):
+    """The model needs more memory than is available (needed vs available in the message)."""
+
+    exit_code = EXIT_RESOURCES
+
+
+@dataclass(frozen=True)
+class ResidencyPlan:
+    residency: str
+    needed_bytes: int
+    available_bytes: int
+    resident_bytes: int
+    streaming_bytes: int
+    weights: str = "f32"
+    quantized_bytes: int = 0
+
+
+def format_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"
+
+
+def available_memory() -> int:
+    """Bytes this process may still use: ``$LLMNB_MEMORY_LIMIT`` if set, else MemAvailable."""
+    limit = os.environ.get("LLMNB_MEMORY_LIMIT")
+    if limit:
+        try:
+            n = float(limit)
+        except ValueError:
+            n = -1.0
+        if not 0 <= n < 2.0**63:
+            raise UsageError(f"LLMNB_MEMORY_LIMIT: expected a number of bytes, got {limit!r}")
+        return int(n)
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def is_matrix(name: str) -> bool:
+    return name.endswith(".weight") and "norm" not in name and name != "rope_freqs.weight"
+
+
+def scratch_bytes(f: GGUFFile, config: ModelConfig) -> int:
+    """The dense products' float32 scratch (``llmnb.kernels.product``): the largest matrix
+    one product multiplies (Q/K/V and gate/up fused, or the output head), as W.T with its
+    outputs padded to whole tiles, at most ``SCRATCH_BYTES`` (larger ones go in panels)."""
+    def padded(names: list[str]) -> int:
+        shapes = [f.tensors[n].shape for n in names if n in f.tensors]
+        return sum(4 * s[-1] * -(-s[0] // TILE) * TILE for s in shapes if len(s) == 2)
+
+    groups = [[f"blk.{i}.{p}.weight" for p in group] for i in range(config.n_layer) for group in FUSED]
+    groups.append(["token_embd.weight" if config.tied_output else "output.weight"])
+    return min(SCRATCH_BYTES, max((padded(g) for g in groups), default=0))
+
+
+def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int, int]:
+    """(resident, streaming, quantized) bytes needed, each including `kv_bytes` for the KV cache."""
+    def f32(name: str) -> int:
+        return 4 * f.tensors[name].n_elements
+
+    layer_bytes = [sum(4 * t.n_elements for n, t in f.tensors.items() if n.startswith(f"blk.{i}."))
+                   for i in range(config.n_layer)]
+    head_name = "token_embd.weight" if config.tied_output else "output.weight"
+    head = f32(head_name)
+    # resident: every layer + head; building a layer briefly holds its parts twice (concatenate)
+    resident = sum(layer_bytes) + head + max(layer_bytes, default=0) + kv_bytes
+    # streaming: one layer (plus its fused copies) and the head, dequantized while used
+    streaming = 2 * max(layer_bytes, default=0) + head + kv_bytes
+    # quantized: every matrix repacked (norms and biases float32), plus the dense scratch;
+    # packing one tensor briefly holds a few byte-per-weight temporaries of it
+    packed = [int(packed_bytes_per_weight(t.ggml_type) * t.n_elements)
+              if is_matrix(n) else 4 * t.n_elements
+              for n, t in f.tensors.items() if n.startswith("blk.") or n == head_name]
+    largest = max((t.n_elements for t in f.tensors.values()), default=0)
+    quantized = sum(packed) + scratch_bytes(f, config) + 4 * largest + kv_bytes
+    return resident, streaming, quantized
+
+
+def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: int = 0) -> str:
+    """The weights ``llmnb.load(..., weights="auto")`` picks, by what is faster per use:
+
+    - a float file (F32, F16, BF16 matrices): 'f32'; BLAS multiplies the float32 copies at
+      least as fast as the half-precision kernels (``llmnb bench quant``);
+    - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
+      (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
+    - a block-quantized diffusion model (bidirectional, every step a pass over the whole
+      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
+      them beats dequantizing a slice per step; else 'quantized'."""
+    blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
+    floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
+    if all(t.ggml_type in floats for t in blocks):
+        return "f32"
+    if config is not None and not config.causal:
+        resident = estimate_bytes(f, config, kv_bytes)[0]
+        return "f32" if resident <= available_memory() else "quantized"
+    return "quantized"
+
+
+def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
+                   residency: str = "auto", weights: str = "f32") -> ResidencyPlan:
+    """Quantized weights, or float32 ones resident when they fit, else streaming; refuse
+    when the requested mode cannot fit."""
+    if weights not in WEIGHTS:
+        raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
+    resident, streaming, quantized = estimate_bytes(f, config, kv_bytes)
+    avail = available_memory()
+    choice = residency
+    if weights == "quantized":
+        choice = "resident"
+    elif residency == "auto":
+        choice = "resident" if resident <= avail else "streaming"
+    elif residency not in ("resident", "streaming"):
+        raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
+    needed = quantized if weights == "quantized" else resident if choice == "resident" else streaming
+    if needed > avail:
+        if weights == "quantized":
+            hint = f"float32 streaming (one layer dequantized at a time) needs {format_bytes(streaming)}"
+        elif choice == "resident" and quantized <= avail and default_weights(f) == "quantized":
+            hint = f"weights='quantized' fits: it needs {format_bytes(quantized)}"
+        elif choice == "resident" and streaming <= avail:
+            hint = (f"residency='streaming' (one layer dequantized at a time) fits: it needs "
+                    f"{format_bytes(streaming)}")
+        else:
+            hint = (f"resident {format_bytes(resident)}, streaming (one layer dequantized at a "
+                    f"time) {format_bytes(streaming)}, quantized {format_bytes(quantized)}")
+        mode = "quantized" if weights == "quantized" else choice
+        raise MemoryPreflightError(
+            f"{f.path}: does not fit in memory: {mode} needs {format_bytes(needed)}, "
+            f"{format_bytes(avail)} available ({needed:,} > {avail:,} bytes; {hint}; "
+            "the limit is $LLMNB_MEMORY_LIMIT if set, else MemAvailable)")
+    return ResidencyPlan(choice, needed, avail, resident, streaming, weights, quantized)
+
+
+# --- loading: the file's tensors as the forward pass multiplies them -----------------
+
+def permute_qk(w: npt.NDArray[A], n_heads: int) -> npt.NDArray[A]:
+    """What llama.cpp's converter does to Llama/LLaDA Q and K rows (``llmnb convert`` too):
+    HF half-split rows -> ggml's NORM-rope interleaved rows, per head (oracle.md §6.1). New
+    row h*d + 2i + j = old row h*d + j*d/2 + i; works on a weight (rows, n_in) or a bias."""
+    return np.ascontiguousarray(
+        w.reshape(n_heads, 2, -1, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
 def unpermute_qk(w: npt.NDArray[A], n_heads: int) -> npt.NDArray[A]:
@@ -238,148 +396,3 @@ class Weights:
             lw.bqkv, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.post_ffn_norm) if a is not None)
         head = matrix_bytes(self._head) if self._head is not None else 0
         return held + head + self.output_norm.nbytes
-
-
-# --- memory preflight --------------------------------------------------------------------
-
-class MemoryPreflightError(ModelError):
-    """The model needs more memory than is available (needed vs available in the message)."""
-
-    exit_code = EXIT_RESOURCES
-
-
-@dataclass(frozen=True)
-class ResidencyPlan:
-    residency: str
-    needed_bytes: int
-    available_bytes: int
-    resident_bytes: int
-    streaming_bytes: int
-    weights: str = "f32"
-    quantized_bytes: int = 0
-
-
-def format_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} GiB"
-
-
-def available_memory() -> int:
-    """Bytes this process may still use: ``$LLMNB_MEMORY_LIMIT`` if set, else MemAvailable."""
-    limit = os.environ.get("LLMNB_MEMORY_LIMIT")
-    if limit:
-        try:
-            n = float(limit)
-        except ValueError:
-            n = -1.0
-        if not 0 <= n < 2.0**63:
-            raise UsageError(f"LLMNB_MEMORY_LIMIT: expected a number of bytes, got {limit!r}")
-        return int(n)
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-
-
-def is_matrix(name: str) -> bool:
-    return name.endswith(".weight") and "norm" not in name and name != "rope_freqs.weight"
-
-
-def scratch_bytes(f: GGUFFile, config: ModelConfig) -> int:
-    """The dense products' float32 scratch (``llmnb.kernels.product``): the largest matrix
-    one product multiplies (Q/K/V and gate/up fused, or the output head), as W.T with its
-    outputs padded to whole tiles, at most ``SCRATCH_BYTES`` (larger ones go in panels)."""
-    def padded(names: list[str]) -> int:
-        shapes = [f.tensors[n].shape for n in names if n in f.tensors]
-        return sum(4 * s[-1] * -(-s[0] // TILE) * TILE for s in shapes if len(s) == 2)
-
-    groups = [[f"blk.{i}.{p}.weight" for p in group] for i in range(config.n_layer) for group in FUSED]
-    groups.append(["token_embd.weight" if config.tied_output else "output.weight"])
-    return min(SCRATCH_BYTES, max((padded(g) for g in groups), default=0))
-
-
-def estimate_bytes(f: GGUFFile, config: ModelConfig, kv_bytes: int) -> tuple[int, int, int]:
-    """(resident, streaming, quantized) bytes needed, each including `kv_bytes` for the KV cache."""
-    def f32(name: str) -> int:
-        return 4 * f.tensors[name].n_elements
-
-    layer_bytes = [sum(4 * t.n_elements for n, t in f.tensors.items() if n.startswith(f"blk.{i}."))
-                   for i in range(config.n_layer)]
-    head_name = "token_embd.weight" if config.tied_output else "output.weight"
-    head = f32(head_name)
-    # resident: every layer + head; building a layer briefly holds its parts twice (concatenate)
-    resident = sum(layer_bytes) + head + max(layer_bytes, default=0) + kv_bytes
-    # streaming: one layer (plus its fused copies) and the head, dequantized while used
-    streaming = 2 * max(layer_bytes, default=0) + head + kv_bytes
-    # quantized: every matrix repacked (norms and biases float32), plus the dense scratch;
-    # packing one tensor briefly holds a few byte-per-weight temporaries of it
-    packed = [int(packed_bytes_per_weight(t.ggml_type) * t.n_elements)
-              if is_matrix(n) else 4 * t.n_elements
-              for n, t in f.tensors.items() if n.startswith("blk.") or n == head_name]
-    largest = max((t.n_elements for t in f.tensors.values()), default=0)
-    quantized = sum(packed) + scratch_bytes(f, config) + 4 * largest + kv_bytes
-    return resident, streaming, quantized
-
-
-def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: int = 0) -> str:
-    """The weights ``llmnb.load(..., weights="auto")`` picks, by what is faster per use:
-
-    - a float file (F32, F16, BF16 matrices): 'f32'; BLAS multiplies the float32 copies at
-      least as fast as the half-precision kernels (``llmnb bench quant``);
-    - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
-      (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
-    - a block-quantized diffusion model (bidirectional, every step a pass over the whole
-      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
-      them beats dequantizing a slice per step; else 'quantized'."""
-    blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
-    floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
-    if all(t.ggml_type in floats for t in blocks):
-        return "f32"
-    if config is not None and not config.causal:
-        resident = estimate_bytes(f, config, kv_bytes)[0]
-        return "f32" if resident <= available_memory() else "quantized"
-    return "quantized"
-
-
-def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
-                   residency: str = "auto", weights: str = "f32") -> ResidencyPlan:
-    """Quantized weights, or float32 ones resident when they fit, else streaming; refuse
-    when the requested mode cannot fit."""
-    if weights not in WEIGHTS:
-        raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
-    resident, streaming, quantized = estimate_bytes(f, config, kv_bytes)
-    avail = available_memory()
-    choice = residency
-    if weights == "quantized":
-        choice = "resident"
-    elif residency == "auto":
-        choice = "resident" if resident <= avail else "streaming"
-    elif residency not in ("resident", "streaming"):
-        raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
-    needed = quantized if weights == "quantized" else resident if choice == "resident" else streaming
-    if needed > avail:
-        if weights == "quantized":
-            hint = f"float32 streaming (one layer dequantized at a time) needs {format_bytes(streaming)}"
-        elif choice == "resident" and quantized <= avail and default_weights(f) == "quantized":
-            hint = f"weights='quantized' fits: it needs {format_bytes(quantized)}"
-        elif choice == "resident" and streaming <= avail:
-            hint = (f"residency='streaming' (one layer dequantized at a time) fits: it needs "
-                    f"{format_bytes(streaming)}")
-        else:
-            hint = (f"resident {format_bytes(resident)}, streaming (one layer dequantized at a "
-                    f"time) {format_bytes(streaming)}, quantized {format_bytes(quantized)}")
-        mode = "quantized" if weights == "quantized" else choice
-        raise MemoryPreflightError(
-            f"{f.path}: does not fit in memory: {mode} needs {format_bytes(needed)}, "
-            f"{format_bytes(avail)} available ({needed:,} > {avail:,} bytes; {hint}; "
-            "the limit is $LLMNB_MEMORY_LIMIT if set, else MemAvailable)")
-    return ResidencyPlan(choice, needed, avail, resident, streaming, weights, quantized)

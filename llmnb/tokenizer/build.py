@@ -65,24 +65,11 @@ def tokenizer_from_json(path: str | os.PathLike[str]) -> Tokenizer:
         if 0 <= tid < size:
             tokens[tid] = text
 
-    config: dict[str, object] = {}
-    config_path = p.with_name("tokenizer_config.json")
-    if config_path.is_file():
-        try:
-            loaded = json.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise TokenizerError(str(config_path), "tokenizer_config.json",
-                                 f"valid JSON: {e}") from None
-        if isinstance(loaded, dict):
-            config = loaded
+    config = read_tokenizer_config(p.with_name("tokenizer_config.json"))
 
     def token_id(key: str) -> int | None:
-        value = config.get(key)
-        if isinstance(value, dict):          # {"content": "<s>", ...} in older configs
-            value = value.get("content")
-        if not isinstance(value, str):
-            return None
-        tid = hf.token_to_id(value)
+        text = config_token_text(config.get(key))
+        tid = None if text is None else hf.token_to_id(text)
         return None if tid is None else int(tid)
 
     special = SpecialIds(bos=token_id("bos_token"), eos=token_id("eos_token"),
@@ -100,3 +87,23 @@ def tokenizer_from_json(path: str | os.PathLike[str]) -> Tokenizer:
                      add_bos=add_bos is True, add_eos=add_eos is True,
                      chat_template=template if isinstance(template, str) else None,
                      source=source)
+
+
+def read_tokenizer_config(path: Path) -> dict[str, object]:
+    """``tokenizer_config.json`` (the BOS/EOS texts, ``add_bos_token``, the chat template) as
+    a dict: {} when there is none or it holds no JSON object."""
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TokenizerError(str(path), "tokenizer_config.json", f"valid JSON: {e}") from None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def config_token_text(value: object) -> str | None:
+    """A token as tokenizer_config.json names it: its text, or ``{"content": text, ...}``
+    (older configs); None for anything else."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None

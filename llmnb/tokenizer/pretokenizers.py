@@ -6,6 +6,10 @@ word boundary. Which regexes a model uses is not in the GGUF: only a name is
 ``src/llama-vocab.cpp`` (``llm_tokenizer_bpe``). This table mirrors that mapping for the names
 llmnb supports. Each regex is applied in turn, and both the matches and the text between them
 become words ("isolated" splitting), exactly as llama.cpp's ``unicode_regex_split`` does.
+
+The table is the one list of pre-tokenizer names: the tokenizer builds from it, and
+``detect_pre`` (``llmnb convert``'s guess of the name for a Hugging Face ``tokenizer.json``)
+answers with its names.
 """
 from __future__ import annotations
 
@@ -104,6 +108,43 @@ PRE_TOKENIZERS.update({
 def supported_pre_tokenizers() -> list[str]:
     """The ``tokenizer.ggml.pre`` names llmnb can build, sorted."""
     return sorted(PRE_TOKENIZERS)
+
+
+def _split_patterns(pre: object) -> tuple[list[str], bool]:
+    """The Split regexes of a tokenizer.json pre-tokenizer, and whether ByteLevel splits too
+    (``use_regex``: GPT-2's regex, built into the step)."""
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    regexes: list[str] = []
+    byte_level_regex = False
+    for s in steps:
+        if not isinstance(s, dict):
+            continue
+        pattern = s.get("pattern")
+        if s.get("type") == "Split" and isinstance(pattern, dict):
+            regexes.append(str(pattern.get("Regex", pattern.get("String", ""))))
+        if s.get("type") == "ByteLevel" and s.get("use_regex", True):
+            byte_level_regex = True
+    return regexes, byte_level_regex
+
+
+def detect_pre(pre: object) -> str | None:
+    """The ``PRE_TOKENIZERS`` name (llama.cpp's ``tokenizer.ggml.pre``) of a tokenizer.json
+    ``pre_tokenizer``, or None when it is none of these. Hugging Face writes the regexes its
+    own way (``(?i:'s|'t|...)`` where llama.cpp spells out the cases), so the families are
+    told apart by their distinctive parts: Llama 3's three-digit groups, Qwen2's single
+    digits after a letter run that may take one leading symbol, SmolLM's digit split before
+    GPT-2's byte-level regex, GPT-2's byte-level regex alone."""
+    regexes, gpt2 = _split_patterns(pre)
+    joined = " ".join(regexes)
+    if "\\p{N}{1,3}" in joined and "\\p{L}+" in joined:
+        return "llama-bpe"                                   # Llama 3 (and LLaDA's tokenizer)
+    if "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+" in joined and "|\\p{N}|" in joined:
+        return "qwen2"                                       # Qwen2 / Dream
+    if regexes == ["\\p{N}"] and gpt2:
+        return "smollm"
+    if not regexes and gpt2:
+        return "gpt2"
+    return None
 
 
 def pre_tokenizer_spec(regexes: tuple[str, ...]) -> dict[str, object]:
