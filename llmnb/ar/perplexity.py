@@ -34,6 +34,7 @@ from llmnb.ar.kv_eviction import EvictingKVCache, check_budget
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
+from llmnb.softmax import log_softmax
 
 
 @dataclass
@@ -50,10 +51,7 @@ class PerplexityResult:
 
 def token_nll(logits: npt.NDArray[np.float32], targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """-log softmax(logits)[target] per row: (n, vocab), (n,) -> (n,) float64."""
-    z = logits.astype(np.float64)
-    z -= z.max(axis=1, keepdims=True)
-    log_norm = np.log(np.exp(z).sum(axis=1))                       # (n,)
-    out: npt.NDArray[np.float64] = log_norm - z[np.arange(len(targets)), targets]
+    out: npt.NDArray[np.float64] = -log_softmax(logits)[np.arange(len(targets)), targets]
     return out
 
 

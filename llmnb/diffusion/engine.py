@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.elastic import ElasticCache
-from llmnb.diffusion.remasking import order, propose, softmax64
+from llmnb.diffusion.remasking import order, propose
 from llmnb.diffusion.schedulers import Wino, make_scheduler
 from llmnb.diffusion.schedules import SCHEDULES, transfer_count
 from llmnb.diffusion.wino import VerifyRows, VerifyStore, verification_rows, verify_key_mask
@@ -55,6 +55,7 @@ from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
 from llmnb.model.transformer import KVStore, Transformer
+from llmnb.softmax import softmax
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -253,7 +254,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
             pick = order(cands) if last else rule.select(cands, logits[:len(todo)], n_sched, temp)
             again = np.zeros(0, dtype=np.int64)
             if wino is not None:             # p(token at p | p masked), from the verify rows
-                p_now = (softmax64(logits[len(todo):])[np.arange(len(done)), canvas[done]]
+                p_now = (softmax(logits[len(todo):])[np.arange(len(done)), canvas[done]]
                          if verify is not None else np.zeros(0))
                 again = wino.remask(done, p_now, len(pick))
             stats.committed.append(len(pick))
