@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import llmnb
-from llmnb.diffusion import diffuse, plan
+from llmnb.diffusion import DiffusionError, diffuse, plan
 from llmnb.diffusion.schedules import transfer_count
 from llmnb.errors import UsageError
 from llmnb.model import Model, ModelError
@@ -208,7 +208,7 @@ def test_bad_requests_are_refused(llada: Model) -> None:
         diffuse(llada, PROMPT, gen_length=10, steps=4, block_length=3)
     with pytest.raises(UsageError, match="multiple of the 2 blocks"):
         diffuse(llada, PROMPT, gen_length=16, steps=5, block_length=8)
-    with pytest.raises(ModelError, match="exceed the context"):
+    with pytest.raises(DiffusionError, match="exceed the context"):
         diffuse(llada, PROMPT, gen_length=64, steps=4)
     with pytest.raises(UsageError, match="scheduler"):
         diffuse(llada, PROMPT, gen_length=8, steps=4, scheduler="fastest")

@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.elastic import ElasticCache
+from llmnb.diffusion.errors import DiffusionError
 from llmnb.diffusion.remasking import order, propose
 from llmnb.diffusion.schedulers import Wino, make_scheduler
 from llmnb.diffusion.schedules import SCHEDULES, transfer_count
@@ -118,8 +119,8 @@ def _check(model: Model, gen_length: int, steps: int, block_length: int | None,
     if steps % n_blocks:
         raise UsageError(f"steps: expected a multiple of the {n_blocks} blocks, got {steps}")
     if n_prompt + gen_length > c.n_ctx:
-        raise ModelError(f"{model.path.name}: prompt ({n_prompt}) + canvas ({gen_length}) "
-                         f"exceed the context of {c.n_ctx}")
+        raise DiffusionError(f"{model.path.name}: prompt ({n_prompt}) + canvas ({gen_length}) "
+                             f"exceed the context of {c.n_ctx}")
     return block, steps // n_blocks
 
 
