@@ -4,9 +4,9 @@ from llmnb.diffusion.engine import DiffusionResult, DiffusionStats, diffuse, mas
 from llmnb.diffusion.errors import DiffusionError
 from llmnb.diffusion.remasking import REMASKING
 from llmnb.diffusion.schedulers import SCHEDULERS
-from llmnb.diffusion.schedules import SCHEDULES, plan, transfer_count
+from llmnb.diffusion.schedules import SCHEDULES, transfer_count, transfer_counts
 from llmnb.softmax import entropy
 
 __all__ = ["REMASKING", "SCHEDULERS", "SCHEDULES", "DiffusionError", "DiffusionResult",
-           "DiffusionStats", "InterStepCache", "diffuse", "entropy", "mask_id_of", "plan",
-           "transfer_count"]
+           "DiffusionStats", "InterStepCache", "diffuse", "entropy", "mask_id_of", "transfer_count",
+           "transfer_counts"]

@@ -147,7 +147,7 @@ def step_logits(t: Transformer, canvas: I64, rows: I64, visible: I64 | None,
                 verify: VerifyRows | None) -> F32:
     """Logits (len(rows) + verified, V) of one step's forward: the canvas rows `rows`, then
     the verification rows' readings. Without a cache the forward runs every `visible`
-    position, with one the planned `active` ones."""
+    position, with one the `active` ones the cache chose."""
     n = len(canvas)
     keys = np.arange(n, dtype=np.int64) if visible is None else visible
     query = keys if store is None or active is None else active
@@ -243,8 +243,8 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
             done = np.flatnonzero(~masked[lo:hi]).astype(np.int64) + lo   # drafted (wino)
             verify = (verification_rows(canvas, done, mask, shift)
                       if wino is not None and len(done) else None)
-            active = None if store is None else store.plan(step, canvas, masked, (lo, hi), s,
-                                                           todo, rows, visible)
+            active = None if store is None else store.choose_active(step, canvas, masked, (lo, hi),
+                                                                    s, todo, rows, visible)
             logits = step_logits(t, canvas, rows, visible, store, active, verify)
             seen = len(canvas) if visible is None else len(visible)
             stats.active_positions.append(seen if active is None else len(active))
