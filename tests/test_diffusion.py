@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import llmnb
-from llmnb.diffusion import diffuse, plan
+from llmnb.diffusion import DiffusionError, diffuse, transfer_counts
 from llmnb.diffusion.schedules import transfer_count
 from llmnb.errors import UsageError
 from llmnb.model import Model, ModelError
@@ -27,17 +27,20 @@ def dream() -> Model:
 # --- schedules: the worked lists of reference/diffuse-cpp.md §4.4 and peers.md §1-2 -------------
 
 def test_cosine_counts_for_256_and_64_tokens_in_16_steps() -> None:
-    assert plan("cosine", 16, 256) == [1, 4, 6, 8, 11, 13, 15, 17, 19, 20, 22, 23, 23, 24, 25, 25]
-    assert plan("cosine", 16, 64) == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6]
-    assert plan("cosine", 32, 256) == [1, 1, 2, 2, 3, 3, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 9, 10, 10,
-                                       11, 11, 11, 11, 12, 12, 12, 12, 12, 12, 12, 13]
+    assert transfer_counts("cosine", 16, 256) == [1, 4, 6, 8, 11, 13, 15, 17, 19, 20, 22, 23, 23,
+                                                  24, 25, 25]
+    assert transfer_counts("cosine", 16, 64) == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6]
+    assert transfer_counts("cosine", 32, 256) == [1, 1, 2, 2, 3, 3, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9,
+                                                  9, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 12,
+                                                  12, 12, 13]
 
 
 def test_linear_even_and_dream_eps_counts() -> None:
-    assert plan("linear", 16, 256) == [16] * 16 and plan("linear", 16, 64) == [4] * 16
-    assert plan("even", 4, 10) == [3, 3, 2, 2]                      # LLaDA's remainder rule
-    assert plan("eps", 16, 256) == [15] + [16] * 14 + [17]          # Dream, eps = 1e-3
-    assert plan("eps", 16, 64) == [3] + [4] * 14 + [5]
+    assert transfer_counts("linear", 16, 256) == [16] * 16
+    assert transfer_counts("linear", 16, 64) == [4] * 16
+    assert transfer_counts("even", 4, 10) == [3, 3, 2, 2]               # LLaDA's remainder rule
+    assert transfer_counts("eps", 16, 256) == [15] + [16] * 14 + [17]   # Dream, eps = 1e-3
+    assert transfer_counts("eps", 16, 64) == [3] + [4] * 14 + [5]
 
 
 def test_counts_are_relative_to_what_is_still_masked_and_finish_on_the_last_step() -> None:
@@ -109,7 +112,7 @@ def test_entropy_exit_commits_at_least_the_schedule_and_every_easy_position(llad
     hard = diffuse(llada, PROMPT, gen_length=24, steps=8, scheduler="entropy_exit",
                    entropy_threshold=0.0, cache=False)         # none: the cosine schedule alone
     filled = [int((h != llada.config.mask_token_id).sum()) for h in hard.history]
-    assert np.diff([0] + filled).tolist() == plan("cosine", 8, 24)
+    assert np.diff([0] + filled).tolist() == transfer_counts("cosine", 8, 24)
 
 
 def fast_dllm_loop(m: Model, n: int, threshold: float | None = None,
@@ -208,7 +211,7 @@ def test_bad_requests_are_refused(llada: Model) -> None:
         diffuse(llada, PROMPT, gen_length=10, steps=4, block_length=3)
     with pytest.raises(UsageError, match="multiple of the 2 blocks"):
         diffuse(llada, PROMPT, gen_length=16, steps=5, block_length=8)
-    with pytest.raises(ModelError, match="exceed the context"):
+    with pytest.raises(DiffusionError, match="exceed the context"):
         diffuse(llada, PROMPT, gen_length=64, steps=4)
     with pytest.raises(UsageError, match="scheduler"):
         diffuse(llada, PROMPT, gen_length=8, steps=4, scheduler="fastest")

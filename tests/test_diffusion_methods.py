@@ -241,7 +241,7 @@ def test_elastic_drift_at_a_layer_refreshes_the_layers_above_it(llada: Model) ->
     masked = np.array([False, False, True, True])
     tokens = np.array([5, 6, 3, 3], dtype=np.int64)
     todo = np.array([2, 3], dtype=np.int64)
-    assert cache.plan(0, tokens, masked, (2, 4), 0, todo, todo).tolist() == [0, 1, 2, 3]
+    assert cache.choose_active(0, tokens, masked, (2, 4), 0, todo, todo).tolist() == [0, 1, 2, 3]
 
     def weights(rows: list[list[float]]) -> np.ndarray:      # the same rows for every head
         p = np.array(rows, dtype=np.float32)
@@ -254,7 +254,7 @@ def test_elastic_drift_at_a_layer_refreshes_the_layers_above_it(llada: Model) ->
     assert cache.tracked.tolist() == [1] * c.n_layer and cache.drifted == -1
     # step 1: 2 committed; active = changed 2 + window 3 + tracked 1
     tokens[2], masked[2] = 9, False
-    act = cache.plan(1, tokens, masked, (2, 4), 1, todo[1:], todo[1:])
+    act = cache.choose_active(1, tokens, masked, (2, 4), 1, todo[1:], todo[1:])
     assert act.tolist() == [1, 2, 3]
     same = [[0, 1, 0, 0], [0.1, 0.2, 0.7, 0], [0.3, 0.6, 0, 0.1]]     # key 1's row: as before
     moved = [[0.5, 0.5, 0, 0], [0.1, 0.2, 0.7, 0], [0.3, 0.6, 0, 0.1]]  # cos 0.71 < 0.9
@@ -264,7 +264,7 @@ def test_elastic_drift_at_a_layer_refreshes_the_layers_above_it(llada: Model) ->
     # step 2: a refresh from layer 1 (the first above the one that drifted): every row is a
     # query, layer 0 writes only the rows a normal step would have, layer 1 all of them
     assert c.n_layer == 2
-    act = cache.plan(2, tokens, masked, (2, 4), 2, todo[1:], todo[1:])
+    act = cache.choose_active(2, tokens, masked, (2, 4), 2, todo[1:], todo[1:])
     assert act.tolist() == [0, 1, 2, 3] and cache.refresh_from == 1
     assert cache.refreshes == 1 and cache.full_forwards == 2
     k = np.full((kv, 4, c.head_dim), 7.0, dtype=np.float32)

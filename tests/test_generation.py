@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import llmnb
-from llmnb.ar import Generator, Greedy, Sampler, generate
+from llmnb.ar import GenerationError, Generator, Greedy, Sampler, generate
 from llmnb.errors import UsageError
 from llmnb.model import Model, ModelError
 from real_models import hub_model
@@ -48,18 +48,18 @@ def test_context_full_stops_the_generator(smol: Model) -> None:
     g.feed(g.next_token())
     g.feed(g.next_token())
     assert g.cache.length == g.cache.capacity
-    with pytest.raises(ModelError, match="kv cache full"):
+    with pytest.raises(GenerationError, match="kv cache full"):
         g.feed(g.next_token())
 
 
 def test_state_machine_refuses_out_of_order_calls(smol: Model) -> None:
     g = Generator(smol, Greedy(), capacity=16)
     assert g.state == "loaded"
-    with pytest.raises(ModelError, match="prefilled"):
+    with pytest.raises(GenerationError, match="prefilled"):
         g.feed(1)
     g.prefill([1, 2, 3])
     assert g.state == "prefilled"
-    with pytest.raises(ModelError, match="expected state 'loaded'"):
+    with pytest.raises(GenerationError, match="expected state 'loaded'"):
         g.prefill([1])
     g.feed(g.next_token())
     assert g.state == "decoding"
@@ -69,7 +69,7 @@ def test_state_machine_refuses_out_of_order_calls(smol: Model) -> None:
 
 def test_prompt_longer_than_the_context_is_refused(smol: Model) -> None:
     g = Generator(smol, Greedy(), capacity=8)
-    with pytest.raises(ModelError, match="leaves no room"):
+    with pytest.raises(GenerationError, match="leaves no room"):
         g.prefill(list(range(8)))
     with pytest.raises(ModelError, match="token ids must be in"):
         smol.forward([0, 49152])

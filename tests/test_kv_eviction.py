@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import llmnb
-from llmnb.ar import Generator, Greedy, generate
+from llmnb.ar import GenerationError, Generator, Greedy, generate
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.kv_eviction import POLICIES, EvictingKVCache, check_budget, keep_mask
 from llmnb.ar.perplexity import perplexity
 from llmnb.cli import main
 from llmnb.errors import UsageError
-from llmnb.model import Model, ModelError
+from llmnb.model import Model
 from real_models import hub_model
 
 ROOT = Path(__file__).parent.parent
@@ -192,9 +192,9 @@ def test_rewinding_or_moving_is_refused_once_positions_were_evicted(tiny: Model)
     tiny.transformer.forward(np.arange(10, dtype=np.int64), start=4, cache=cache)
     cache.commit()
     assert cache.evicted == 6
-    with pytest.raises(ModelError, match="evicted"):
+    with pytest.raises(GenerationError, match="evicted"):
         cache.truncate(10)
-    with pytest.raises(ModelError, match="cannot move"):
+    with pytest.raises(GenerationError, match="cannot move"):
         cache.move(0, 1, 1)
 
 

@@ -69,9 +69,9 @@ def test_diffusion_step_prefill_and_verify_counts() -> None:
     assert step.tokens == n
     pre = rl.prefill(SMOLLM2, 4.0, 96)
     assert pre.flops == 2 * n * 30 * LAYER + 4 * (n * (n + 1) // 2) * 9 * 64 * 30 + 2 * HEAD
-    assert rl.verify(SMOLLM2, 4.0, 1, context=10) == rl.forward_cost(
+    assert rl.verify_batch(SMOLLM2, 4.0, 1, context=10) == rl.forward_cost(
         SMOLLM2, "verify K=1", 4.0, 1, 10, True, 1)
-    assert rl.verify(SMOLLM2, 4.0, 1, context=10).flops == rl.ar_decode(SMOLLM2, 4.0, 10).flops
+    assert rl.verify_batch(SMOLLM2, 4.0, 1, context=10).flops == rl.ar_decode(SMOLLM2, 4.0, 10).flops
     # more tokens per forward, more FLOPs per byte: the regime inversion in one line
     ais = [rl.diffusion_step(SMOLLM2, 0.5625, b, 32).intensity for b in (1, 16, 64, 256)]
     assert ais == sorted(ais) and ais[-1] > 40 * rl.ar_decode(SMOLLM2, 0.5625).intensity

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import llmnb
+from llmnb.ar import GenerationError
 from llmnb.ar.perplexity import perplexity, token_nll
 from llmnb.errors import UsageError
-from llmnb.model import ModelError
 from oracle import ORACLE
 from real_models import hub_model
 
@@ -52,7 +52,7 @@ def test_bad_arguments() -> None:
         perplexity(m, "x", rule="middle")
     with pytest.raises(UsageError, match="exceeds the model's context"):
         perplexity(m, "x", ctx=10_000)
-    with pytest.raises(ModelError, match="needs at least"):
+    with pytest.raises(GenerationError, match="needs at least"):
         perplexity(m, "<tok1><tok2>", ctx=8)
 
 

@@ -24,12 +24,12 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.ar.errors import GenerationError
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.kv_eviction import EvictingKVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.ar.text_stream import TextStream
 from llmnb.errors import UsageError
-from llmnb.model.config import ModelError
 from llmnb.model.model import Model
 
 LOADED, PREFILLED, DECODING, STOPPED = "loaded", "prefilled", "decoding", "stopped"
@@ -91,12 +91,12 @@ class Generator:
 
     def prefill(self, prompt_ids: Sequence[int]) -> None:
         if self.state != LOADED:
-            raise ModelError(f"prefill: expected state {LOADED!r}, in {self.state!r}")
+            raise GenerationError(f"prefill: expected state {LOADED!r}, in {self.state!r}")
         ids = self.model.check_ids(prompt_ids)
         if len(ids) >= self.cache.capacity:
-            raise ModelError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
-                             f"context of {self.cache.capacity} (the model's is "
-                             f"{self.model.config.n_ctx})")
+            raise GenerationError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
+                                  f"context of {self.cache.capacity} (the model's is "
+                                  f"{self.model.config.n_ctx})")
         t0 = time.perf_counter()
         for a, b in self.cache.pieces(len(ids)):   # one pass, or pieces an evicting cache fits
             self._forward(ids[a:b])
@@ -107,13 +107,13 @@ class Generator:
     def next_token(self) -> int:
         """Sample the next token from the current logits (does not feed it yet)."""
         if self.state not in (PREFILLED, DECODING) or self.logits is None:
-            raise ModelError(f"next_token: expected a prefilled generator, in {self.state!r}")
+            raise GenerationError(f"next_token: expected a prefilled generator, in {self.state!r}")
         return self.sampler.sample(self.logits)
 
     def feed(self, token: int) -> None:
         """Run one decode step on `token`, leaving the logits for the next one."""
         if self.state not in (PREFILLED, DECODING):
-            raise ModelError(f"feed: expected a prefilled generator, in {self.state!r}")
+            raise GenerationError(f"feed: expected a prefilled generator, in {self.state!r}")
         self.state = DECODING
         self._forward(np.array([token], dtype=np.int64))
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.model.config import ModelConfig, ModelError
+from llmnb.ar.errors import GenerationError
+from llmnb.model.config import ModelConfig
 
 F32 = npt.NDArray[np.float32]
 
@@ -22,7 +23,7 @@ F32 = npt.NDArray[np.float32]
 class KVCache:
     def __init__(self, config: ModelConfig, capacity: int) -> None:
         if capacity < 1:
-            raise ModelError(f"kv cache: expected a capacity of at least 1 token, got {capacity}")
+            raise GenerationError(f"kv cache: expected a capacity of at least 1 token, got {capacity}")
         shape = (config.n_layer, config.n_head_kv, capacity, config.head_dim)
         self.k: F32 = np.zeros(shape, dtype=np.float32)      # (L, n_kv, capacity, hd)
         self.v: F32 = np.zeros(shape, dtype=np.float32)
@@ -50,8 +51,8 @@ class KVCache:
         t = k.shape[1]
         end = self.length + t
         if end > self.capacity:
-            raise ModelError(f"kv cache full: {self.length} + {t} tokens exceed its capacity of "
-                             f"{self.capacity}")
+            raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity of "
+                                  f"{self.capacity}")
         self.k[layer, :, self.length:end] = k
         self.v[layer, :, self.length:end] = v
         self._pending = t
@@ -65,7 +66,7 @@ class KVCache:
     def truncate(self, length: int) -> None:
         """Forget every position from `length` on."""
         if not 0 <= length <= self.length:
-            raise ModelError(f"kv cache: cannot truncate to {length} (length {self.length})")
+            raise GenerationError(f"kv cache: cannot truncate to {length} (length {self.length})")
         self.length = length
         self._pending = 0
 
@@ -73,8 +74,8 @@ class KVCache:
         """Copy the `n` positions at src.. to dst.. in every layer (speculative decoding moves
         the accepted draft branch next to the prefix it extends, then truncates the rest)."""
         if not (0 <= dst and 0 <= src and n >= 0 and max(src, dst) + n <= self.length):
-            raise ModelError(f"kv cache: cannot move {n} positions from {src} to {dst} "
-                             f"(length {self.length})")
+            raise GenerationError(f"kv cache: cannot move {n} positions from {src} to {dst} "
+                                  f"(length {self.length})")
         self.k[:, :, dst:dst + n] = self.k[:, :, src:src + n]   # numpy copies overlapping spans safely
         self.v[:, :, dst:dst + n] = self.v[:, :, src:src + n]
 

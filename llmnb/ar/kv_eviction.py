@@ -49,9 +49,10 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.ar.errors import GenerationError
 from llmnb.ar.kv_cache import KVCache
 from llmnb.errors import UsageError
-from llmnb.model.config import ModelConfig, ModelError
+from llmnb.model.config import ModelConfig
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -147,11 +148,11 @@ class EvictingKVCache(KVCache):
         t = k.shape[1]
         end = self.held + t
         if self.length + t > self.capacity:
-            raise ModelError(f"kv cache full: {self.length} + {t} positions exceed its capacity "
-                             f"of {self.capacity}")
+            raise GenerationError(f"kv cache full: {self.length} + {t} positions exceed its capacity "
+                                  f"of {self.capacity}")
         if end > self.slots:
-            raise ModelError(f"kv cache: {self.held} held + {t} new positions exceed its "
-                             f"{self.slots} slots (feed at most {self.room} positions per pass)")
+            raise GenerationError(f"kv cache: {self.held} held + {t} new positions exceed its "
+                                  f"{self.slots} slots (feed at most {self.room} positions per pass)")
         self.k[layer, :, self.held:end] = k
         self.v[layer, :, self.held:end] = v
         self.pos[layer, self.held:end] = np.arange(self.length, self.length + t, dtype=np.int64)
@@ -211,7 +212,7 @@ class EvictingKVCache(KVCache):
     def truncate(self, length: int) -> None:
         """Rewind to `length` positions; only possible while nothing was evicted."""
         if self.evicted > 0 and length != self.length:
-            raise ModelError("kv cache: cannot rewind a cache that has evicted positions")
+            raise GenerationError("kv cache: cannot rewind a cache that has evicted positions")
         super().truncate(length)
         self.held = self.length
         self.ring[:, :, self.held:] = 0.0
@@ -224,7 +225,7 @@ class EvictingKVCache(KVCache):
 
     def move(self, src: int, dst: int, n: int) -> None:
         """Refused: slots here are not positions (speculative decoding keeps a full cache)."""
-        raise ModelError("kv cache: an evicting cache cannot move positions")
+        raise GenerationError("kv cache: an evicting cache cannot move positions")
 
     def kept_positions(self, layer: int) -> I64:
         """The positions layer `layer` holds, ascending."""

@@ -30,10 +30,11 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.ar.errors import GenerationError
 from llmnb.ar.kv_eviction import EvictingKVCache, check_budget
 from llmnb.errors import UsageError
-from llmnb.model.config import ModelError
 from llmnb.model.model import Model
+from llmnb.softmax import log_softmax
 
 
 @dataclass
@@ -50,10 +51,7 @@ class PerplexityResult:
 
 def token_nll(logits: npt.NDArray[np.float32], targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """-log softmax(logits)[target] per row: (n, vocab), (n,) -> (n,) float64."""
-    z = logits.astype(np.float64)
-    z -= z.max(axis=1, keepdims=True)
-    log_norm = np.log(np.exp(z).sum(axis=1))                       # (n,)
-    out: npt.NDArray[np.float64] = log_norm - z[np.arange(len(targets)), targets]
+    out: npt.NDArray[np.float64] = -log_softmax(logits)[np.arange(len(targets)), targets]
     return out
 
 
@@ -92,8 +90,8 @@ def perplexity(model: Model, text: str, ctx: int = 512, rule: str = "half",
         n_chunks = min(n_chunks, max_chunks)
     need = 2 * ctx if rule == "half" else ctx
     if len(ids) < need or n_chunks < 1:
-        raise ModelError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at least "
-                         f"{need}")
+        raise GenerationError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at least "
+                              f"{need}")
     first = ctx // 2 if rule == "half" else 0
     bos = tok.bos_id if tok.add_bos else None
     total, scored = 0.0, 0

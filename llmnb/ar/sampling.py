@@ -22,18 +22,10 @@ import numpy.typing as npt
 from mypy_extensions import mypyc_attr
 
 from llmnb.errors import UsageError
+from llmnb.softmax import softmax
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
-
-
-def softmax(logits: npt.NDArray[np.floating], temperature: float = 1.0) -> F64:
-    """softmax(logits / temperature) in float64 (stable: the max is subtracted first)."""
-    z = logits.astype(np.float64) / temperature
-    z -= z.max()
-    e = np.exp(z)
-    out: F64 = e / e.sum()
-    return out
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -34,6 +34,7 @@ import numpy as np
 
 from llmnb.ar.drafters import Draft, Drafter, make_drafter
 from llmnb.ar.engine import GenerationStats
+from llmnb.ar.errors import GenerationError
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.ar.speculative_accept import accept
@@ -139,8 +140,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     ids = model.check_ids(model.prompt_ids(prompt, chat, system)).tolist()
     capacity = min(len(ids) + max_new_tokens, c.n_ctx)      # as llmnb.generate's cache
     if len(ids) >= capacity:
-        raise ModelError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
-                         f"context of {capacity} (the model's is {c.n_ctx})")
+        raise GenerationError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
+                              f"context of {capacity} (the model's is {c.n_ctx})")
     transformer = model.transformer
     on = transformer.weights.weights == "f32" if wide is None else wide
     transformer.use_wide(on, quantized=on)

@@ -1,9 +1,12 @@
 """Masked diffusion: the denoising loop, transfer schedules, remasking rules, the inter-step cache."""
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.engine import DiffusionResult, DiffusionStats, diffuse, mask_id_of
-from llmnb.diffusion.remasking import REMASKING, entropy
+from llmnb.diffusion.errors import DiffusionError
+from llmnb.diffusion.remasking import REMASKING
 from llmnb.diffusion.schedulers import SCHEDULERS
-from llmnb.diffusion.schedules import SCHEDULES, plan, transfer_count
+from llmnb.diffusion.schedules import SCHEDULES, transfer_count, transfer_counts
+from llmnb.softmax import entropy
 
-__all__ = ["REMASKING", "SCHEDULERS", "SCHEDULES", "DiffusionResult", "DiffusionStats",
-           "InterStepCache", "diffuse", "entropy", "mask_id_of", "plan", "transfer_count"]
+__all__ = ["REMASKING", "SCHEDULERS", "SCHEDULES", "DiffusionError", "DiffusionResult",
+           "DiffusionStats", "InterStepCache", "diffuse", "entropy", "mask_id_of", "transfer_count",
+           "transfer_counts"]

@@ -75,8 +75,8 @@ class InterStepCache:
         self.full_forwards = 0
         self.partial_forwards = 0
 
-    def plan(self, step: int, tokens: I64, masked: B, block: tuple[int, int], block_step: int,
-             todo: I64, rows: I64, visible: I64 | None = None) -> I64:
+    def choose_active(self, step: int, tokens: I64, masked: B, block: tuple[int, int],
+                      block_step: int, todo: I64, rows: I64, visible: I64 | None = None) -> I64:
         """Choose the positions to recompute at `step` (all of them on a full step); `block` is
         the current block's [lo, hi), `block_step` the step's index within it, `todo` the
         masked positions the step proposes tokens for and `rows` the logits rows it reads

@@ -47,7 +47,8 @@ import numpy.typing as npt
 
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.elastic import ElasticCache
-from llmnb.diffusion.remasking import order, propose, softmax64
+from llmnb.diffusion.errors import DiffusionError
+from llmnb.diffusion.remasking import order, propose
 from llmnb.diffusion.schedulers import Wino, make_scheduler
 from llmnb.diffusion.schedules import SCHEDULES, transfer_count
 from llmnb.diffusion.wino import VerifyRows, VerifyStore, verification_rows, verify_key_mask
@@ -55,6 +56,7 @@ from llmnb.errors import UsageError
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model
 from llmnb.model.transformer import KVStore, Transformer
+from llmnb.softmax import softmax
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -117,8 +119,8 @@ def _check(model: Model, gen_length: int, steps: int, block_length: int | None,
     if steps % n_blocks:
         raise UsageError(f"steps: expected a multiple of the {n_blocks} blocks, got {steps}")
     if n_prompt + gen_length > c.n_ctx:
-        raise ModelError(f"{model.path.name}: prompt ({n_prompt}) + canvas ({gen_length}) "
-                         f"exceed the context of {c.n_ctx}")
+        raise DiffusionError(f"{model.path.name}: prompt ({n_prompt}) + canvas ({gen_length}) "
+                             f"exceed the context of {c.n_ctx}")
     return block, steps // n_blocks
 
 
@@ -145,7 +147,7 @@ def step_logits(t: Transformer, canvas: I64, rows: I64, visible: I64 | None,
                 verify: VerifyRows | None) -> F32:
     """Logits (len(rows) + verified, V) of one step's forward: the canvas rows `rows`, then
     the verification rows' readings. Without a cache the forward runs every `visible`
-    position, with one the planned `active` ones."""
+    position, with one the `active` ones the cache chose."""
     n = len(canvas)
     keys = np.arange(n, dtype=np.int64) if visible is None else visible
     query = keys if store is None or active is None else active
@@ -241,8 +243,8 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
             done = np.flatnonzero(~masked[lo:hi]).astype(np.int64) + lo   # drafted (wino)
             verify = (verification_rows(canvas, done, mask, shift)
                       if wino is not None and len(done) else None)
-            active = None if store is None else store.plan(step, canvas, masked, (lo, hi), s,
-                                                           todo, rows, visible)
+            active = None if store is None else store.choose_active(step, canvas, masked, (lo, hi),
+                                                                    s, todo, rows, visible)
             logits = step_logits(t, canvas, rows, visible, store, active, verify)
             seen = len(canvas) if visible is None else len(visible)
             stats.active_positions.append(seen if active is None else len(active))
@@ -253,7 +255,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
             pick = order(cands) if last else rule.select(cands, logits[:len(todo)], n_sched, temp)
             again = np.zeros(0, dtype=np.int64)
             if wino is not None:             # p(token at p | p masked), from the verify rows
-                p_now = (softmax64(logits[len(todo):])[np.arange(len(done)), canvas[done]]
+                p_now = (softmax(logits[len(todo):])[np.arange(len(done)), canvas[done]]
                          if verify is not None else np.zeros(0))
                 again = wino.remask(done, p_now, len(pick))
             stats.committed.append(len(pick))

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.errors import UsageError
+from llmnb.softmax import entropy, softmax
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -48,30 +49,6 @@ class Candidates:
     confidence: F64         # (m,) larger = more certain (per the remasking rule)
     entropy: F64            # (m,) nats, from the raw logits
     probability: F64        # (m,) p(token) under softmax(raw logits), float64 (LLaDA's)
-
-
-def entropy(logits: F32, temperature: float = 0.0) -> F64:
-    """H = -sum p log p per row of softmax(logits), or of softmax(logits / T) for T > 0
-    (natural log, float32 softmax, p <= 1e-10 skipped)."""
-    if temperature > 0.0:
-        logits = logits / np.float32(temperature)                    # (m, V)
-    z = logits - logits.max(axis=1, keepdims=True)                 # (m, V)
-    p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    terms = np.where(p > 1e-10, p * np.log(np.maximum(p, 1e-30)), np.float32(0.0))
-    out: F64 = -terms.sum(axis=1).astype(np.float64)
-    return out
-
-
-def softmax64(logits: F32, temperature: float = 0.0) -> F64:
-    """softmax(logits), or softmax(logits / T) for T > 0, in float64."""
-    z = logits.astype(np.float64)
-    if temperature > 0.0:
-        z /= temperature
-    z -= z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    out: F64 = e / e.sum(axis=1, keepdims=True)
-    return out
 
 
 def propose(logits: F32, positions: I64, remasking: str, temperature: float,
@@ -91,12 +68,12 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
     ent = entropy(logits)
-    prob = softmax64(logits)[rows, tokens]
+    prob = softmax(logits)[rows, tokens]
     conf: F64
     if remasking == "low_confidence" and temperature <= 0.0:
         conf = logits[rows, tokens].astype(np.float64)
     elif remasking in ("low_confidence", "maskgit_plus") and temperature > 0.0:
-        conf = softmax64(logits, temperature)[rows, tokens]          # tempered
+        conf = softmax(logits, temperature)[rows, tokens]            # tempered
     elif remasking in ("probability", "maskgit_plus"):
         conf = prob
     elif remasking == "topk_margin":

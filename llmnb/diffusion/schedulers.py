@@ -37,8 +37,9 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.diffusion.remasking import Candidates, entropy, order, softmax64
+from llmnb.diffusion.remasking import Candidates, order
 from llmnb.errors import UsageError
+from llmnb.softmax import entropy, softmax
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -142,7 +143,8 @@ class EntropyBound(Scheduler):
         return self.t_min + (self.t_max - self.t_min) * left
 
     def select(self, c: Candidates, logits: F32, n_sched: int, temperature: float) -> I64:
-        return entropy_bound_pick(order(c), entropy(logits, temperature), self.gamma)
+        h = entropy(logits, temperature if temperature > 0.0 else 1.0)   # T = 0: the raw logits'
+        return entropy_bound_pick(order(c), h, self.gamma)
 
 
 def kl_divergence(p: F64, q: F64) -> F64:
@@ -186,7 +188,7 @@ class Klass(Scheduler):
         return out
 
     def select(self, c: Candidates, logits: F32, n_sched: int, temperature: float) -> I64:
-        stable = self.stable(c.positions, softmax64(logits))
+        stable = self.stable(c.positions, softmax(logits))
         ready = stable & (c.probability > self.confidence)
         ranked = order(c)
         return ranked[ready[ranked]] if ready.any() else ranked[:n_sched]

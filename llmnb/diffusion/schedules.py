@@ -66,7 +66,7 @@ def transfer_count(schedule: str, step: int, steps: int, n_masked: int,
     raise UsageError(f"schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}")
 
 
-def plan(schedule: str, steps: int, n_masked: int) -> list[int]:
+def transfer_counts(schedule: str, steps: int, n_masked: int) -> list[int]:
     """The counts a block of `n_masked` positions goes through when each step commits exactly
     its scheduled count (for pictures and tests; entropy_exit may commit more)."""
     counts: list[int] = []

@@ -124,7 +124,9 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
 
 def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
                       key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
-    """The first half of ``attention``: softmax(q k^T / sqrt(hd)), (n_kv, group, T, S)."""
+    """The first half of ``attention``: softmax(q k^T / sqrt(hd)) over the keys (the last
+    axis), (n_kv, group, T, S) float32. Its own softmax, not ``llmnb.softmax``'s float64 one:
+    float32, normalised in place in the scores buffer, for speed."""
     n_head, t, hd = q.shape
     n_kv, s, _ = k.shape
     group = n_head // n_kv

@@ -183,10 +183,11 @@ def diffusion_step(config: ModelConfig, b: float, gen_length: SupportsIndex,
     return forward_cost(config, f"diffusion step B={g}", b, n, 0, False, g, act_bytes, kv_bytes)
 
 
-def verify(config: ModelConfig, b: float, k: SupportsIndex, context: SupportsIndex = 0,
-           act_bytes: float = F32_BYTES, kv_bytes: float = F32_BYTES) -> Workload:
-    """Speculative verification: K drafted tokens checked in one causal pass after `context`
-    cached tokens; every drafted row needs its logits."""
+def verify_batch(config: ModelConfig, b: float, k: SupportsIndex, context: SupportsIndex = 0,
+                 act_bytes: float = F32_BYTES, kv_bytes: float = F32_BYTES) -> Workload:
+    """What a speculative verify batch costs (the pass ``speculative_verify.verify`` runs):
+    K drafted tokens checked in one causal pass after `context` cached tokens; every drafted
+    row needs its logits."""
     kk = operator.index(k)
     return forward_cost(config, f"verify K={kk}", b, kk, context, True, kk, act_bytes, kv_bytes)
 

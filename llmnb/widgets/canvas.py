@@ -25,8 +25,8 @@ from matplotlib.colors import LogNorm, to_hex
 from matplotlib.figure import Figure
 
 from llmnb.diffusion.engine import DiffusionResult, mask_id_of
-from llmnb.diffusion.remasking import entropy
 from llmnb.model.model import Model
+from llmnb.softmax import entropy
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

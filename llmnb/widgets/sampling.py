@@ -19,8 +19,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from llmnb.ar.sampling import Sampler, softmax
+from llmnb.ar.sampling import Sampler
 from llmnb.model.model import Model
+from llmnb.softmax import softmax
 from llmnb.widgets.roofline import figure_png
 
 F32 = npt.NDArray[np.float32]
