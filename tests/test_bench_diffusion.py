@@ -1,4 +1,4 @@
-"""``llmnb bench diffusion``'s pieces that are not timings: the peer driver."""
+"""``llmnb bench diffusion``'s pieces that are not timings: the peer driver (``perf/peer.py``)."""
 from __future__ import annotations
 
 import stat
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmnb.perf.bench_diffusion import peer_exe, peer_step_ms
+from llmnb.perf.peer import peer_exe, peer_step_ms
 
 
 def fake_peer(tmp_path: Path, body: str) -> Path:

@@ -235,3 +235,16 @@ def test_random_mutations_raise_only_gguf_error(tmp_path: Path) -> None:
         except GGUFError:
             outcomes["error"] += 1
     assert outcomes["error"] > 1000  # most damage is detected, none escapes as another exception
+
+
+def test_a_file_shows_itself_as_its_summary_counted_from_its_header() -> None:
+    from llmnb.gguf.summary import summarize, summary_html, summary_text
+
+    f = llmnb.gguf.open(Path(__file__).resolve().parents[1] / "data" / "models" / "tiny-ar.gguf")
+    s = summarize(f)
+    assert (s.architecture, s.n_tensors, s.file_bytes) == (f.architecture, len(f.tensors), f.size)
+    assert s.n_parameters == sum(t.n_elements for t in f.tensors.values())
+    assert sum(r.n_tensors for r in s.by_type) == len(f.tensors)
+    assert f._repr_html_() == summary_html(f)                  # what a notebook shows for `f`
+    assert f"<b>{f.architecture}</b>" in f._repr_html_()
+    assert f"{s.n_parameters:,} in {s.n_tensors} tensors" in summary_text(f)

@@ -10,7 +10,7 @@ import pytest
 import llmnb
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelConfig
-from llmnb.perf import machine
+from llmnb.perf import machine, peaks, timing
 from llmnb.perf import roofline as rl
 from llmnb.perf.scaling import AR, DIFFUSION, ScalingPoint, scaling_rows, thread_sweep
 
@@ -123,7 +123,7 @@ def test_median_time_takes_the_median_after_untimed_warmups(monkeypatch: pytest.
     ticks = iter([0.0, 1.0, 10.0, 10.5, 20.0, 24.0])           # durations 1, 0.5 and 4
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
     ran: list[int] = []
-    assert machine.median_time(lambda: ran.append(1), repeats=3, warmup=2) == 1.0
+    assert timing.median_time(lambda: ran.append(1), repeats=3, warmup=2) == 1.0
     assert len(ran) == 5
 
 
@@ -158,7 +158,7 @@ def test_read_bandwidth_is_the_best_read_kernel_by_bytes_over_seconds(
     import time
 
     monkeypatch.setattr(time, "perf_counter", FakeClock(0.25))
-    best, figures = machine.read_bandwidth(8 << 20, repeats=1)
+    best, figures = peaks.read_bandwidth(8 << 20, repeats=1)
     assert figures == pytest.approx({"numpy_sum": (8 << 20) / 0.25, "numba_sum": (8 << 20) / 0.25})
     assert best == max(figures.values())
 
@@ -182,7 +182,7 @@ def test_cache_sizes_and_default_thread_counts() -> None:
     assert machine.default_thread_counts(2) == [1, 2]
     assert machine.default_thread_counts(12) == [1, 2, 4, 8, 12]
     with pytest.raises(UsageError, match="kind"):
-        machine.stream_bandwidth("scale", 1 << 16)
+        peaks.stream_bandwidth("scale", 1 << 16)
 
 
 # --- scaling ---------------------------------------------------------------------------
@@ -317,7 +317,8 @@ def test_bench_command_offers_every_registered_bench_and_all() -> None:
 
 def test_a_bench_worker_imports_the_installed_llmnb_not_a_folder_in_the_current_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from llmnb.perf.bench import data_dir, run_worker
+    from llmnb.perf.inputs import data_dir
+    from llmnb.perf.worker import run_worker
 
     shadow = tmp_path / "llmnb"                      # like the source tree beside a compiled build
     shadow.mkdir()

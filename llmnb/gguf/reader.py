@@ -31,6 +31,7 @@ from llmnb.gguf.constants import (
     ARRAY, GGML_BLOCK_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, SCALAR_DTYPES, SCALAR_FORMATS,
     STRING, SUPPORTED_VERSIONS, UINT32, VALUE_TYPE_NAMES, type_name,
 )
+from llmnb.gguf.summary import summary_html
 
 MAX_DIMS: Final = 4              # ggml's GGML_MAX_DIMS
 MAX_TENSOR_NAME: Final = 64      # bytes, GGML_MAX_NAME (names must fit with their NUL)
@@ -359,9 +360,7 @@ class GGUFFile:
                 f"{len(self.fields)} keys, {len(self.tensors)} tensors)")
 
     def _repr_html_(self) -> str:
-        from llmnb.gguf.summary import summary_html  # summary imports this module
-        html: str = summary_html(self)
-        return html
+        return summary_html(self)
 
 
 def open_gguf(path: str | os.PathLike[str]) -> GGUFFile:

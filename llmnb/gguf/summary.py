@@ -1,19 +1,48 @@
 """A model file at a glance: architecture, hyper-parameters, tensors by type.
 
 Used by ``llmnb inspect`` (text and ``--json``) and as the notebook HTML view of a
-``GGUFFile``. Only the header is read; no tensor data is touched.
+``GGUFFile`` (``reader.py`` imports this module; this one reads the file through the
+``FileHeader`` protocol). Only the header is read; no tensor data is touched.
 """
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from llmnb.gguf.constants import type_name
-from llmnb.gguf.reader import GGUFFile
 
 _HIDDEN_ARRAYS = 8  # arrays longer than this are summarised as "[n x type]"
+
+
+# What a summary reads of a file: the header, as ``reader.GGUFFile`` holds it (said here as a
+# protocol, so that this module needs no import of the reader, whose HTML view it draws).
+
+class TensorHeader(Protocol):
+    @property
+    def ggml_type(self) -> int: ...
+    @property
+    def n_elements(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+
+
+class FileHeader(Protocol):
+    @property
+    def path(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, object]: ...
+    @property
+    def tensors(self) -> Mapping[str, TensorHeader]: ...
 
 
 @dataclass
@@ -66,7 +95,7 @@ def plain_value(v: object) -> object:
     return v
 
 
-def summarize(f: GGUFFile) -> Summary:
+def summarize(f: FileHeader) -> Summary:
     arch = f.architecture
     meta = f.metadata
     hyper = {k[len(arch) + 1:]: plain_value(v) for k, v in meta.items()
@@ -95,7 +124,7 @@ def summarize(f: GGUFFile) -> Summary:
     )
 
 
-def summary_text(f: GGUFFile) -> str:
+def summary_text(f: FileHeader) -> str:
     s = summarize(f)
     lines = [
         f"file          {s.path}",
@@ -116,7 +145,7 @@ def summary_text(f: GGUFFile) -> str:
     return "\n".join(lines)
 
 
-def summary_html(f: GGUFFile) -> str:
+def summary_html(f: FileHeader) -> str:
     s = summarize(f)
     e = html.escape
 

@@ -3,8 +3,8 @@
 Decoding one token multiplies every weight matrix by one vector: it must stream every weight
 byte it holds from memory once per token, so tokens/s can never exceed
     read bandwidth / weight bytes read per token      (the roofline),
-with the read bandwidth measured here, in the same run (``machine.read_bandwidth``: the best
-of a few read-only kernels). Quantized weights read their repacked blocks (about the file's
+with the read bandwidth measured here, in the same run (``peaks.read_roof``: the best of a
+few read-only kernels and STREAM's copy, the machine probe's memory roof). Quantized weights read their repacked blocks (about the file's
 bytes), f32 weights 4 bytes per weight; both are measured side by side. Prefill multiplies
 matrices by many vectors at once and is compute-bound instead. Each (thread count, weights)
 runs in a fresh subprocess. Its memory: ``interpreter_rss_bytes`` once llmnb (numpy, BLAS)
@@ -12,23 +12,20 @@ is imported, ``baseline_rss_bytes`` once every kernel has also run once (numba, 
 compiled kernels loaded: the interpreter's baseline), ``rss_bytes`` resident after the
 timed runs, ``peak_rss_bytes`` the process's own peak (VmHWM; including a JIT compile, had the cache been
 cold), and ``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
-llama.cpp build folder or its ``llama-bench``), llama.cpp's pp/tg on the same file are
-measured in the same run and reported as ratios.
+llama.cpp build folder or its ``llama-bench``; ``peer.py``), llama.cpp's pp/tg on the same
+file are measured in the same run and reported as ratios. The timing is
+``scaling.decode_timings``, the thread sweep's.
 """
 from __future__ import annotations
 
-import json
 import resource
-import shutil
-import statistics
-import subprocess
-import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from llmnb.perf.machine import read_roof
+from llmnb import hub
+from llmnb.perf.inputs import has_model
+from llmnb.perf.peaks import read_roof
+from llmnb.perf.peer import peer_bench as peer_bench          # notebook 09 imports it from here
+from llmnb.perf.worker import run_worker
 
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
@@ -69,9 +66,8 @@ def peak_resident_bytes() -> int:
 def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -> dict[str, object]:
     """One thread count, measured in this process (run by ``bench_ar`` as a subprocess)."""
     import llmnb
-    from llmnb.ar import Greedy
-    from llmnb.ar.engine import Generator
     from llmnb.perf.bench_quant import first_calls
+    from llmnb.perf.scaling import decode_timings
 
     interpreter = resident_bytes()
     with llmnb.threads(threads):
@@ -79,23 +75,10 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -
         baseline = resident_bytes()
         m = llmnb.load(model, weights=weights)
         weights_held = m.transformer.weights
-        rng = np.random.default_rng(0)
-        prompt = rng.integers(100, m.config.vocab_size - 100, PROMPT_TOKENS).tolist()
-        prefill, decode = [], []
-        for r in range(repeats + 1):                     # the first round is the warm-up
-            g = Generator(m, Greedy(), capacity=PROMPT_TOKENS + DECODE_TOKENS + 1)
-            t0 = time.perf_counter()
-            g.prefill(prompt)
-            t1 = time.perf_counter()
-            for _ in range(DECODE_TOKENS):
-                g.feed(g.next_token())
-            t2 = time.perf_counter()
-            if r:
-                prefill.append(PROMPT_TOKENS / (t1 - t0))
-                decode.append(DECODE_TOKENS / (t2 - t1))
+        prefill_s, decode_s = decode_timings(m, PROMPT_TOKENS, DECODE_TOKENS, repeats)
     return {
         "model": model, "threads": threads, "weights": weights, "weight_bytes": weights_held.nbytes,
-        "prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
+        "prefill_tok_s": PROMPT_TOKENS / prefill_s, "decode_tok_s": DECODE_TOKENS / decode_s,
         "interpreter_rss_bytes": interpreter, "baseline_rss_bytes": baseline,
         "rss_bytes": resident_bytes(),
         "peak_rss_bytes": peak_resident_bytes(),
@@ -103,35 +86,14 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized") -
 
 
 def _subprocess(call: str) -> dict[str, Any]:
-    from llmnb.perf.bench import run_worker
-
     out: dict[str, Any] = run_worker("llmnb.perf.bench_ar", call, "ar")
     return out
-
-
-def peer_bench(peer: str, path: Path, threads: list[int], repeats: int) -> dict[int, dict[str, float]]:
-    """llama.cpp's llama-bench pp/tg tokens/s per thread count on the same file."""
-    exe = Path(peer)
-    if exe.is_dir():
-        exe = exe / "llama-bench"
-    if not exe.is_file() and shutil.which(str(exe)) is None:
-        raise FileNotFoundError(f"--peer: no llama-bench at {exe}")
-    cmd = [str(exe), "-m", str(path), "-p", str(PROMPT_TOKENS), "-n", str(DECODE_TOKENS),
-           "-t", ",".join(map(str, threads)), "-r", str(repeats), "-o", "json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    res: dict[int, dict[str, float]] = {}
-    for row in json.loads(out):
-        key = "prefill_tok_s" if row.get("n_prompt", 0) > 0 else "decode_tok_s"
-        res.setdefault(int(row["n_threads"]), {})[key] = float(row["avg_ts"])
-    return res
 
 
 def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | None = None,
              model: str = "smollm2-135m", weights: list[str] | None = None) -> list[dict[str, Any]]:
     """Rows per (thread count, weights): prefill/decode tok/s, bytes read per token, the
     roofline, peak RSS; with `peer`, llama.cpp's pp/tg and the ratios to them."""
-    from llmnb import hub
-
     threads = threads or [1, 2]
     path = hub.resolve(model)
     file_bytes = path.stat().st_size
@@ -150,7 +112,7 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
         if f32 and row["weights"] != "f32":
             row["vs_f32"] = row["decode_tok_s"] / f32[0]["decode_tok_s"]
     if peer:
-        ref = peer_bench(peer, path, threads, repeats)
+        ref = peer_bench(peer, path, threads, repeats, PROMPT_TOKENS, DECODE_TOKENS)
         for row in rows:
             p = ref.get(int(row["threads"]), {})
             if "decode_tok_s" in p:
@@ -159,4 +121,23 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
             if "prefill_tok_s" in p:
                 row["llama_cpp_pp"] = p["prefill_tok_s"]
                 row["pp_ratio"] = float(row["prefill_tok_s"]) / p["prefill_tok_s"]
+    return rows
+
+
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]] | None:
+    """``llmnb bench ar``: the `models` asked for by name (each must be there), else
+    SmolLM2-135M (skipped when not pulled) and Qwen2.5-Coder-0.5B when pulled."""
+    if models:
+        rows: list[dict[str, Any]] = []
+        for name in models:
+            rows += bench_ar(repeats=repeats, threads=threads, peer=peer, model=name,
+                             weights=weights)
+        return rows
+    if not has_model("smollm2-135m", "ar"):
+        return None
+    rows = bench_ar(repeats=repeats, threads=threads, peer=peer, weights=weights)
+    if hub.is_pulled("qwen2.5-coder-0.5b"):
+        rows += bench_ar(repeats=max(1, min(repeats, 3)), threads=threads, peer=peer,
+                         model="qwen2.5-coder-0.5b", weights=weights)
     return rows

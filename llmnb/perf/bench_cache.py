@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmnb.perf.heldout import kinds, on_tiny_models, run_settings
+from llmnb.perf.inputs import has_data
 
 BLOCKS = {"block_length": 24}
 SETTINGS: dict[str, tuple[dict[str, Any], str]] = {   # name: (diffuse's arguments, reference)
@@ -62,3 +63,9 @@ def cache_worker(model_path: str, heldout: str, per_kind: int) -> list[dict[str,
 def cache_rows(per_kind: int = 40) -> list[dict[str, Any]]:
     """``cache_worker``'s rows for each tiny diffusion model, each in a fresh subprocess."""
     return on_tiny_models("llmnb.perf.bench_cache", "cache_worker", "cache", per_kind)
+
+
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]] | None:
+    """``llmnb bench cache``: the defaults above; skipped without data/."""
+    return cache_rows() if has_data("cache") else None

@@ -39,6 +39,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from llmnb.errors import UsageError
+from llmnb.perf.inputs import need_data_dir
+from llmnb.perf.worker import run_worker
 
 TEXT_CHARS = 50_000          # of data/text/persuasion.txt: the encode/decode text
 LOOKUP_TOKENS = 20_000       # the drafters' context
@@ -48,9 +50,6 @@ DECODE_TOKENS = 48           # greedy decoding on tiny-ar (fewer if it ends its 
 PROMPT = "List the planets."
 QUANT_WEIGHTS = 1 << 20      # the numpy-only controls' tensor
 ROUNDS = 3                   # workers per build, alternating pure-compiled, compiled-pure, ...
-TITLE = ("compiled: what mypyc buys, the installed compiled llmnb against the same source "
-         "interpreted, in the same run, 1 thread; speedup = pure / compiled ms, each workload's "
-         "output equal in both builds (checked)")
 
 
 # --- the workloads (run inside each build's worker) -------------------------------------
@@ -76,7 +75,8 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
     from llmnb.gguf.reader import open_gguf
     from llmnb.model.model import load
     from llmnb.perf.bench_quant import ROW, random_raw
-    from llmnb.perf.machine import is_compiled, median_time
+    from llmnb.perf.machine import is_compiled
+    from llmnb.perf.timing import median_time
     from llmnb.perf.threads import threads
     from llmnb.quant import dequantize, quantize
     from llmnb.tokenizer import Tokenizer, tokenizer_from_metadata
@@ -231,7 +231,6 @@ def run_build(pure_root: Path | None, repeats: int, data: Path,
               models: dict[str, str]) -> dict[str, Any]:
     """`compiled_worker` in a fresh interpreter: the pure build from `pure_root`, or the
     installed build (None); checked to be the build it is called."""
-    from llmnb.perf.bench import run_worker
 
     build = "compiled" if pure_root is None else "pure"
     with _pythonpath(pure_root):
@@ -293,9 +292,7 @@ def bench_compiled(repeats: int, data: Path, rounds: int = ROUNDS) -> list[dict[
     return compare(reports["pure"], reports["compiled"])
 
 
-def bench_entry(repeats: int, threads: list[int] | None, peer: str | None,
-                weights: list[str] | None, models: list[str] | None) -> list[dict[str, Any]]:
+def run(repeats: int, threads: list[int] | None, peer: str | None,
+        weights: list[str] | None, models: list[str] | None) -> list[dict[str, Any]]:
     """The registry's entry (``llmnb.perf.bench.BENCHES``): data/ is required."""
-    from llmnb.perf.bench import need_data_dir
-
     return bench_compiled(repeats, need_data_dir("compiled"))

@@ -29,11 +29,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from llmnb.errors import UsageError
+from llmnb.perf.inputs import has_data, has_model, need_data_dir
+from llmnb.perf.table import print_rows
+from llmnb.perf.timing import median_time
 
 POLICIES: list[tuple[str, str, int, int | None]] = [      # (policy, scope, sinks, recent)
     ("initial_key", "layer", 4, None),
@@ -63,8 +65,6 @@ def bench_kv(ctx: int = 512, budgets: tuple[int, ...] = (32, 64, 128, 256), wind
     from llmnb.ar.kv_cache import KVCache
     from llmnb.ar.kv_eviction import check_budget
 
-    from llmnb.perf.bench import need_data_dir
-
     m = llmnb.load(model)
     path = text if text is not None else need_data_dir("kv") / "text" / "persuasion.txt"
     # 16 characters per token of the window: English prose runs about 4 per token, so each
@@ -74,9 +74,13 @@ def bench_kv(ctx: int = 512, budgets: tuple[int, ...] = (32, 64, 128, 256), wind
     mib = 1 << 20
 
     def ppls(**kv: Any) -> tuple[list[float], float]:
-        t0 = time.perf_counter()
-        out = [llmnb.perplexity(m, piece, ctx=ctx, max_chunks=1, **kv).ppl for piece in pieces]
-        return out, time.perf_counter() - t0
+        out: list[float] = []
+
+        def each_window() -> None:
+            out.extend(llmnb.perplexity(m, piece, ctx=ctx, max_chunks=1, **kv).ppl
+                       for piece in pieces)
+
+        return out, median_time(each_window, repeats=1, warmup=0)
 
     def spread(name: str, values: list[float]) -> dict[str, float]:
         return {name: statistics.fmean(values), f"{name}_min": min(values),
@@ -108,6 +112,12 @@ def bench_kv(ctx: int = 512, budgets: tuple[int, ...] = (32, 64, 128, 256), wind
     return rows
 
 
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]] | None:
+    """``llmnb bench kv``: the defaults above; skipped without data/ or SmolLM2-135M."""
+    return bench_kv() if has_data("kv") and has_model("smollm2-135m", "kv") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m llmnb.perf.bench_kv",
                                 description="perplexity vs KV budget (see the module docstring)")
@@ -127,11 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"command": "python -m llmnb.perf.bench_kv " + " ".join(argv or sys.argv[1:]),
                           "rows": rows}, indent=2))
     else:
-        from llmnb.perf.bench import _print_rows
-
-        _print_rows(f"kv: streaming perplexity vs KV budget, SmolLM2-135M, {a.windows} window(s) "
-                    f"of {a.ctx} tokens spread over persuasion.txt (mean, min, max), half rule, "
-                    f"1 thread", rows)
+        print_rows(f"kv: streaming perplexity vs KV budget, SmolLM2-135M, {a.windows} window(s) "
+                   f"of {a.ctx} tokens spread over persuasion.txt (mean, min, max), half rule, "
+                   f"1 thread", rows)
     return 0
 
 

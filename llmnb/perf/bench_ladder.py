@@ -27,6 +27,7 @@ from typing import Any
 
 from llmnb.errors import UsageError
 from llmnb.perf.heldout import kinds, on_tiny_models, run_settings
+from llmnb.perf.inputs import has_data
 
 REFERENCE = "low_confidence, 16 steps"
 BASE: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
@@ -119,3 +120,9 @@ def ladder_rows(per_kind: int = 32) -> list[dict[str, Any]]:
     for line in targets(rows):
         print(f"bench ladder: {line}", file=sys.stderr)
     return rows
+
+
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]] | None:
+    """``llmnb bench ladder``: the defaults above; skipped without data/."""
+    return ladder_rows() if has_data("ladder") else None

@@ -2,9 +2,10 @@
 
 ``bench_quant``: for each type, random blocks (finite f16 scales) of ``n_elements``, one
 warm-up call, then the median of `repeats` timed calls of each implementation, alternating
-so that machine noise hits both. Both are single-threaded numpy (no BLAS in these kernels).
-Rows: {type, op, n_elements, llmnb_s, gguf_s, ratio} with ratio = gguf_s / llmnb_s (> 1:
-llmnb is faster); for k-quant quantize gguf-py has no quantizer and gguf_s/ratio are None.
+so that machine noise hits both (``timing.median_times``). Both are single-threaded numpy
+(no BLAS in these kernels). Rows: {type, op, n_elements, llmnb_s, gguf_s, ratio} with
+ratio = gguf_s / llmnb_s (> 1: llmnb is faster); for k-quant quantize gguf-py has no
+quantizer and gguf_s/ratio are None.
 
 ``bench_kernels``: the matrix-vector products of a decode step, per type: SmolLM2-135M's
 layer shapes (fused QKV, O, fused gate/up, down) for all 30 layers, random blocks repacked
@@ -21,15 +22,17 @@ halves); a second one, on the cache the first wrote, runs them again: {cold_s, c
 """
 from __future__ import annotations
 
-import statistics
-import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
+from llmnb.perf.table import table_lines
+from llmnb.perf.threads import threads as use_threads
+from llmnb.perf.timing import median_time, median_times
 from llmnb.quant import dequantize, quantize
 
 T = GGMLType
@@ -56,24 +59,6 @@ def random_raw(ggml_type: int, n_elements: int, rng: np.random.Generator) -> npt
     return raw.reshape(rows, -1)
 
 
-def median_pair(a: Callable[[], object], b: Callable[[], object] | None,
-                repeats: int) -> tuple[float, float | None]:
-    a()
-    if b is not None:
-        b()
-    ta: list[float] = []
-    tb: list[float] = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a()
-        ta.append(time.perf_counter() - t0)
-        if b is not None:
-            t0 = time.perf_counter()
-            b()
-            tb.append(time.perf_counter() - t0)
-    return statistics.median(ta), (statistics.median(tb) if tb else None)
-
-
 def row(ggml_type: int, op: str, n: int, ours: float, theirs: float | None) -> dict[str, object]:
     return {"type": type_name(ggml_type), "op": op, "n_elements": n, "llmnb_s": ours,
             "gguf_s": theirs, "ratio": (theirs / ours) if theirs is not None else None}
@@ -91,31 +76,31 @@ def bench_quant(repeats: int = 5, n_elements: int = 1 << 21) -> list[dict[str, o
         raw = random_raw(t, n_elements, rng)
         shape = (raw.shape[0], ROW)
         qt = gguf.GGMLQuantizationType(t)
-        ours, theirs = median_pair(lambda: dequantize(raw, t, shape),
-                                   lambda: quants.dequantize(raw, qt), repeats)
+        ours, theirs = median_times([lambda: dequantize(raw, t, shape),
+                                     lambda: quants.dequantize(raw, qt)], repeats)
         rows.append(row(t, "dequantize", n_elements, ours, theirs))
     x = rng.standard_normal((n_elements // ROW, ROW)).astype(np.float32) * np.float32(0.02)
     for t in QUANT_TYPES:
         qt = gguf.GGMLQuantizationType(t)
-        other: Callable[[], object] | None = (lambda: quants.quantize(x, qt)) if t in GGUF_QUANTIZES else None
-        ours, theirs = median_pair(lambda: quantize(x, t), other, repeats)
-        rows.append(row(t, "quantize", n_elements, ours, theirs))
+        fns: list[Callable[[], object]] = [lambda: quantize(x, t)]
+        if t in GGUF_QUANTIZES:
+            fns.append(lambda: quants.quantize(x, qt))
+        times = median_times(fns, repeats)
+        rows.append(row(t, "quantize", n_elements, times[0], times[1] if len(times) > 1 else None))
     return rows
 
 
 def format_rows(rows: list[dict[str, object]]) -> str:
-    """A plain-text table of `bench_quant` rows (ms and Melem/s)."""
-    lines = [f"{'type':6} {'op':10} {'llmnb ms':>9} {'gguf ms':>9} {'ratio':>6} {'llmnb Melem/s':>14}"]
+    """A plain-text table of `bench_quant` rows in ms and Melem/s."""
+    shown: list[dict[str, object]] = []
     for r in rows:
-        ours = float(r["llmnb_s"])  # type: ignore[arg-type]
-        theirs = r["gguf_s"]
+        ours, theirs = float(r["llmnb_s"]), r["gguf_s"]  # type: ignore[arg-type]
         n = int(r["n_elements"])  # type: ignore[call-overload]
-        g = f"{1e3 * float(theirs):9.2f}" if isinstance(theirs, float) else f"{'-':>9}"
-        ratio = f"{float(r['ratio']):6.2f}" if isinstance(r["ratio"], float) else f"{'-':>6}"
-        lines.append(f"{r['type']!s:6} {r['op']!s:10} {1e3 * ours:9.2f} {g} {ratio} {n / ours / 1e6:14.0f}")
-    return "\n".join(lines)
-
-
+        shown.append({"type": r["type"], "op": r["op"], "llmnb_ms": 1e3 * ours,
+                      "gguf_ms": 1e3 * theirs if isinstance(theirs, float) else "-",
+                      "ratio": r["ratio"] if isinstance(r["ratio"], float) else "-",
+                      "llmnb_Melem_s": n / ours / 1e6})
+    return "\n".join(table_lines(shown))
 
 
 # SmolLM2-135M's matrices (n_out, n_in): fused QKV, O, fused gate/up, down
@@ -164,8 +149,8 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
             for m in mats:
                 quantized_matmul(xs[m.n_in], m)
 
-        ours, theirs = median_pair(kernel_step, numpy_step, repeats)
-        numpy_s = float(theirs or 0.0) * weights / f32_weights       # the same weight count
+        ours, theirs = median_times([kernel_step, numpy_step], repeats)
+        numpy_s = theirs * weights / f32_weights                     # the same weight count
         rows.append({"type": type_name(t), "bytes_per_weight": nbytes / weights,
                      "file_bytes_per_weight": GGML_BLOCK_SIZES[t][1] / block,
                      "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
@@ -176,17 +161,18 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
 
 def first_calls() -> float:
     """Seconds to import the kernels and run each of them once (what a fresh process pays)."""
-    t0 = time.perf_counter()
-    from llmnb.kernels import matmul, pack, rows, to_dense
+    def run_each_once() -> None:
+        from llmnb.kernels import matmul, pack, rows, to_dense
 
-    rng = np.random.default_rng(2)
-    for t in (T.Q4_1, T.Q8_0, T.Q4_0, T.F16):
-        w = pack(random_matrix(t, 128, 256, rng), t, 128, 256)
-        for n in (1, 3, 64):
-            matmul(rng.standard_normal((n, 256)).astype(np.float32), w)
-        rows(w, np.arange(2, dtype=np.int64))
-        to_dense(w)
-    return time.perf_counter() - t0
+        rng = np.random.default_rng(2)
+        for t in (T.Q4_1, T.Q8_0, T.Q4_0, T.F16):
+            w = pack(random_matrix(t, 128, 256, rng), t, 128, 256)
+            for n in (1, 3, 64):
+                matmul(rng.standard_normal((n, 256)).astype(np.float32), w)
+            rows(w, np.arange(2, dtype=np.int64))
+            to_dense(w)
+
+    return median_time(run_each_once, repeats=1, warmup=0)
 
 
 def compile_time() -> list[dict[str, object]]:
@@ -224,13 +210,20 @@ def cost_curve(repeats: int = 5, counts: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 
                 (dense_matmul if dense else quantized_matmul)(xs[n][m.n_in], m)
         return run
 
-    one = median_pair(step(1, False), None, repeats * 4)[0]
+    one = median_time(step(1, False), repeats * 4)
     rows: list[dict[str, object]] = []
     for n in counts:
-        q, d = median_pair(step(n, False), step(n, True), repeats * 2)
+        q, d = median_times([step(n, False), step(n, True)], repeats * 2)
         rows.append({"rows": n, "type": type_name(ggml_type), "quantized_steps": q / one,
-                     "dense_steps": (d or 0.0) / one, "faster": "quantized" if q <= (d or q) else "dense"})
+                     "dense_steps": d / one, "faster": "quantized" if q <= d else "dense"})
     return rows
+
+
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]]:
+    """``llmnb bench quant``: the conversions, the kernels and numba's compile time, 1 thread."""
+    with use_threads(1):
+        return bench_quant(repeats=repeats) + bench_kernels(repeats=repeats) + compile_time()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 The paper's Table 4 and Figure 1 on this machine: at each thread count, the median time per
 decoded token (SmolLM2-135M, greedy, after a 32-token prompt) and per uncached denoising step
-(the same weights relabelled as a ``llada`` file, see ``bench_diffusion.llada_copy``; prompt
-32 + B = 64 masked positions), both in this process, interleaved. Scaling = tok/s over tok/s at
-the first thread count.
+(the same weights relabelled as a ``llada`` file, see ``bench_files.llada_copy``; prompt
+32 + B = 64 masked positions), both in this process, interleaved, each timed by the function
+``bench ar`` and ``bench diffusion`` time it with (``scaling.decode_timings``,
+``scaling.diffusion_step_seconds``; ``bench ar`` times 32 tokens after a 128-token prompt,
+this bench 16 after 32). Scaling = tok/s over tok/s at the first thread count.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from llmnb import hub
-from llmnb.perf.bench_diffusion import llada_copy
+from llmnb.perf.bench_files import llada_copy
+from llmnb.perf.inputs import has_model
 from llmnb.perf.machine import default_thread_counts, physical_cores
 from llmnb.perf.scaling import ScalingPoint, scaling_rows, thread_sweep
 
@@ -37,3 +40,11 @@ def bench_scaling(repeats: int = 5, threads: list[int] | None = None) -> list[di
         points = thread_sweep(ar, diffusion, counts, gen_length=GEN_LENGTH, repeats=repeats,
                               on_point=_progress)
     return [{"model": "smollm2-135m", **row} for row in scaling_rows(points)]
+
+
+def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list[str] | None,
+        models: list[str] | None) -> list[dict[str, Any]] | None:
+    """``llmnb bench scaling``: skipped when SmolLM2-135M is not pulled."""
+    if not has_model("smollm2-135m", "scaling"):
+        return None
+    return bench_scaling(repeats=repeats, threads=threads)

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmnb.perf.bench import need_data_dir
+from llmnb.perf.inputs import need_data_dir
 
 PARAGRAPH = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. From "
              "the top of the lighthouse he could see the whole bay, the fishing boats coming home "
@@ -219,7 +219,7 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None,
     """Rows for every model, weights kind (default: quantized and f32), thread count, set,
     drafter set and prompt (module docstring)."""
     from llmnb import hub
-    from llmnb.perf.bench import run_worker
+    from llmnb.perf.worker import run_worker
 
     models = ["tiny-ar"]
     if hub.is_pulled("smollm2-135m"):
@@ -259,7 +259,7 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     from llmnb.ar.kv_cache import KVCache
     from llmnb.ar.speculative_control import KNOTS
     from llmnb.ar.speculative_verify import verify
-    from llmnb.perf.bench import median_time
+    from llmnb.perf.timing import median_time
 
     rows = KNOTS if rows is None else rows
     out: list[dict[str, Any]] = []
@@ -294,7 +294,7 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from llmnb.perf.bench import _print_rows
+    from llmnb.perf.table import print_rows as _print_rows
 
     p = argparse.ArgumentParser(prog="python -m llmnb.perf.bench_spec",
                                 description="the cost of a verify batch of T rows in decode steps "

@@ -19,7 +19,9 @@ from typing import Any
 from llmnb.diffusion.engine import DiffusionResult, diffuse
 from llmnb.errors import UsageError
 from llmnb.model.model import Model, load
+from llmnb.perf.inputs import need_data_dir
 from llmnb.perf.threads import threads
+from llmnb.perf.worker import run_worker
 
 KINDS = ("single", "multi")
 
@@ -143,8 +145,6 @@ def run_settings(m: Model, prompts: list[Prompt], settings: dict[str, dict[str, 
 def on_tiny_models(module: str, worker: str, what: str, per_kind: int) -> list[dict[str, Any]]:
     """`worker`(model path, held-out path, per_kind) of bench `module`, for tiny-llada then
     tiny-dream, each in a fresh subprocess; their rows."""
-    from llmnb.perf.bench import need_data_dir, run_worker
-
     d = need_data_dir(what)
     rows: list[dict[str, Any]] = []
     for name in ("tiny-llada", "tiny-dream"):

@@ -2,9 +2,9 @@
 
 A roofline needs two numbers per thread count: the peak FLOP/s (here: float32 sgemm
 measured, the operation a diffusion step repeats, so a fraction of it is a "fraction of
-measured sgemm", not of a theoretical peak) and the memory bandwidth. The memory roof is the
-read bandwidth (``read_bandwidth``: the best of numpy's sum, a numba parallel read loop and
-STREAM's copy, McCalpin 1995), because decoding reads weights and writes almost nothing;
+measured sgemm", not of a theoretical peak) and the memory bandwidth (``peaks.py`` measures
+them). The memory roof is the read bandwidth (the best of numpy's sum, a numba parallel read
+loop and STREAM's copy, McCalpin 1995), because decoding reads weights and writes almost nothing;
 STREAM's triad and the float32 matrix @ vector product (the GEMV an f32 decode repeats: what
 one engine achieves on one layout, not the machine's limit) are reported beside it. Beside
 them: the CPU, its physical cores and caches (from /sys), the BLAS library and kernel
@@ -21,38 +21,22 @@ import json
 import os
 import platform
 import re
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from llmnb.errors import UsageError
 from llmnb.hub import cache_dir
+from llmnb.perf.peaks import gemv_bandwidth, read_bandwidth, sgemm_gflops, stream_bandwidth
 from llmnb.perf.roofline import Roof
 from llmnb.perf.threads import threads as use_threads
 
-F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
 CACHE_VERSION: Final = 2
 MEMORY_ROOFS: Final = ("read", "gemv", "triad", "copy")
-
-
-def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of `fn` over `repeats` runs after `warmup` untimed runs."""
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 # --- what the machine says about itself ------------------------------------------------
@@ -118,104 +102,6 @@ def is_compiled() -> bool:
     from llmnb.gguf import reader
 
     return not (reader.__file__ or "").endswith(".py")
-
-
-# --- the roofs, measured ---------------------------------------------------------------
-
-def sgemm_gflops(n: int = 2048, repeats: int = 5) -> float:
-    """float32 (n, n) @ (n, n) in GFLOP/s (2 n^3 FLOPs), at the current BLAS thread setting."""
-    a: F32 = np.ones((n, n), dtype=np.float32)
-    b: F32 = np.ones((n, n), dtype=np.float32)
-    return 2.0 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
-
-
-def gemv_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5) -> float:
-    """Bytes/s streamed by float32 matrix @ vector over a matrix of `n_bytes` (decode's own
-    operation; beyond the caches when `n_bytes` is), at the current BLAS thread setting."""
-    cols = 4096
-    rows = max(1, n_bytes // 4 // cols)
-    w: F32 = np.ones((rows, cols), dtype=np.float32)
-    x: F32 = np.ones(cols, dtype=np.float32)
-    return float(w.nbytes) / median_time(lambda: w @ x, repeats)
-
-
-def read_bandwidth(n_bytes: int = 256 << 20, repeats: int = 5,
-                   threads: int = 1) -> tuple[float, dict[str, float]]:
-    """Bytes/s read from a float32 array of `n_bytes` (beyond the caches): the best of
-    numpy's sum (split over `threads` workers; numpy releases the GIL) and a numba parallel
-    sum (``llmnb.kernels.read``, at numba's thread setting), with each figure by name."""
-    from llmnb.kernels.read import read_sum
-
-    a: F32 = np.ones(max(threads, n_bytes // 4), dtype=np.float32)
-    parts = _slices(a.size, threads)
-    if threads == 1:
-        numpy_s = median_time(lambda: a.sum(), repeats)
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            def run() -> None:
-                futures: list[Future[float]] = []
-                for lo, hi in parts:                 # a loop, not a comprehension: mypyc
-                    futures.append(pool.submit(_sum_slice, a, lo, hi))  # cannot close over one
-                for f in futures:
-                    f.result()
-            numpy_s = median_time(run, repeats)
-    numba_s = median_time(lambda: read_sum(a), repeats)
-    figures = {"numpy_sum": a.nbytes / numpy_s, "numba_sum": a.nbytes / numba_s}
-    return max(figures.values()), figures
-
-
-def read_roof(n_bytes: int, stream_bytes: int, repeats: int, threads: int) -> float:
-    """The memory roof at `threads` in bytes/s: the best of the read kernels and STREAM's copy
-    (the probe's table and `bench ar`'s roofline both use this one figure)."""
-    read = read_bandwidth(n_bytes, repeats, threads)[0]
-    return max(read, stream_bandwidth("copy", stream_bytes, threads, repeats))
-
-
-def _sum_slice(a: F32, lo: int, hi: int) -> float:
-    return float(a[lo:hi].sum())
-
-
-def _slices(n: int, parts: int) -> list[tuple[int, int]]:
-    edges = [n * i // parts for i in range(parts + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(parts)]
-
-
-def stream_bandwidth(kind: str, n_bytes: int = 128 << 20, threads: int = 1,
-                     repeats: int = 5) -> float:
-    """STREAM's copy (a = b) or triad (a = b + s*c) in bytes/s over float64 arrays of
-    `n_bytes` each, split across `threads` workers (numpy releases the GIL in its loops).
-    Bytes counted as STREAM counts them: 2 arrays per copy, 3 per triad."""
-    if kind not in ("copy", "triad"):
-        raise UsageError(f"stream_bandwidth: kind must be 'copy' or 'triad', got {kind!r}")
-    n = max(threads, n_bytes // 8)
-    a: F64 = np.zeros(n)
-    b: F64 = np.ones(n)
-    c: F64 = np.full(n, 2.0)
-    block = 1 << 14        # the triad's temporary stays in L1/L2, so memory sees 3 arrays
-
-    def copy_part(lo: int, hi: int) -> None:
-        np.copyto(a[lo:hi], b[lo:hi])
-
-    def triad_part(lo: int, hi: int) -> None:
-        tmp: F64 = np.empty(block)
-        for s in range(lo, hi, block):
-            e = min(s + block, hi)
-            t = tmp[: e - s]
-            np.multiply(c[s:e], 3.0, out=t)
-            np.add(t, b[s:e], out=a[s:e])
-
-    part = copy_part if kind == "copy" else triad_part
-    parts = _slices(n, threads)
-    arrays = 2 if kind == "copy" else 3
-    if threads == 1:
-        seconds = median_time(lambda: part(0, n), repeats)
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            def run() -> None:
-                for f in [pool.submit(part, lo, hi) for lo, hi in parts]:
-                    f.result()
-            seconds = median_time(run, repeats)
-    return arrays * 8.0 * n / seconds
 
 
 @dataclass(frozen=True)
@@ -359,6 +245,11 @@ def describe(sizes: ProbeSizes = FULL) -> MachineFacts:
         python=platform.python_version(), numpy=np.__version__, compiled=is_compiled(),
         sizes=sizes,
     )
+
+
+def machine_facts() -> dict[str, Any]:
+    """The machine's description as JSON (CPU, cores, caches, BLAS kernel, overrides), no roofs."""
+    return describe().to_json()
 
 
 def measure(facts: MachineFacts, threads: Sequence[int],

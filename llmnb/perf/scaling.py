@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import operator
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, SupportsIndex
@@ -27,6 +26,7 @@ from llmnb.diffusion.engine import diffuse
 from llmnb.errors import UsageError
 from llmnb.model.model import Model
 from llmnb.perf.threads import threads as use_threads
+from llmnb.perf.timing import median_times
 
 AR, DIFFUSION = "ar_decode", "diffusion_step"
 
@@ -57,31 +57,48 @@ def _prompt(model: Model, n: int, seed: int = 0) -> list[int]:
     return ids
 
 
-def decode_seconds(model: Model, prompt_tokens: SupportsIndex = 32,
-                   decode_tokens: SupportsIndex = 16, repeats: SupportsIndex = 3) -> float:
-    """Median seconds per decoded token (greedy) after a `prompt_tokens` prefill; one
-    untimed round first. Runs at the caller's thread setting."""
+def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
+                   decode_tokens: SupportsIndex = 16,
+                   repeats: SupportsIndex = 3) -> tuple[float, float]:
+    """Median seconds of a `prompt_tokens` prefill and of the `decode_tokens` greedy steps
+    after it, each round on a fresh ``Generator`` (built untimed); one untimed round first.
+    ``llmnb bench ar`` and the thread sweep both measure this. Runs at the caller's thread
+    setting."""
     p, d, r = operator.index(prompt_tokens), operator.index(decode_tokens), operator.index(repeats)
     if p < 1 or d < 1 or r < 1:
-        raise UsageError(f"decode_seconds: expected positive sizes, got prompt {p}, decode {d}, "
+        raise UsageError(f"decode_timings: expected positive sizes, got prompt {p}, decode {d}, "
                          f"repeats {r}")
     prompt = _prompt(model, p)
-    times: list[float] = []
-    for i in range(r + 1):
-        g = Generator(model, Greedy(), capacity=p + d + 1)
-        g.prefill(prompt)
-        t0 = time.perf_counter()
+    generator: list[Generator] = []
+
+    def fresh() -> None:
+        generator[:] = [Generator(model, Greedy(), capacity=p + d + 1)]
+
+    def prefill() -> None:
+        generator[0].prefill(prompt)
+
+    def decode() -> None:
+        g = generator[0]
         for _ in range(d):
             g.feed(g.next_token())
-        if i:
-            times.append((time.perf_counter() - t0) / d)
-    return statistics.median(times)
+
+    prefill_s, decode_s = median_times([prefill, decode], r, before=fresh)
+    return prefill_s, decode_s
+
+
+def decode_seconds(model: Model, prompt_tokens: SupportsIndex = 32,
+                   decode_tokens: SupportsIndex = 16, repeats: SupportsIndex = 3) -> float:
+    """Median seconds per decoded token (greedy) after a `prompt_tokens` prefill
+    (``decode_timings``)."""
+    seconds = decode_timings(model, prompt_tokens, decode_tokens, repeats)[1]
+    return seconds / operator.index(decode_tokens)
 
 
 def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
                            prompt_tokens: SupportsIndex = 32, repeats: SupportsIndex = 3) -> float:
     """Median seconds of one uncached denoising step (forward over prompt + B, head on the B
-    masked rows) through ``llmnb.diffuse``; one untimed step first."""
+    masked rows) through ``llmnb.diffuse``, as its stats time the forward; one untimed step
+    first. ``llmnb bench diffusion`` and the thread sweep both measure this."""
     b, p, r = operator.index(gen_length), operator.index(prompt_tokens), operator.index(repeats)
     if b < 1 or p < 1 or r < 1:
         raise UsageError(f"diffusion_step_seconds: expected positive sizes, got B {b}, "

@@ -1,0 +1,18 @@
+"""A bench's measurement in a fresh interpreter: its own thread settings, its own memory."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+
+def run_worker(module: str, call: str, what: str) -> Any:
+    """Evaluate `call` (a function of `module`) in a fresh interpreter; its JSON result.
+    ``-P`` keeps the current folder off the import path: run from the repository root, the
+    worker still imports the installed (compiled) llmnb, not the source tree beside it."""
+    code = f"import json; from {module} import *; print(json.dumps({call}))"
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench {what}: {call} failed: {r.stderr.strip()[-800:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
