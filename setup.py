@@ -31,7 +31,7 @@ from setuptools import setup
 # writer.py and gguf_file.py (file I/O glue) import gguf-py, which the isolated build
 # environment does not have. llmnb/kernels/ is numba's: numba compiles those functions itself
 # (it cannot compile mypyc's), and a notebook prints their source. perf/heldout.py serves
-# only the benches (it imports perf.bench, and through it gguf-py).
+# only the benches, which are interpreted (perf/bench*), and its time is the diffusion loop's.
 INTERPRETED = {"llmnb/cli.py", "llmnb/source.py", "llmnb/gguf/writer.py",
                "llmnb/quant/gguf_file.py", "llmnb/model/convert.py", "llmnb/perf/heldout.py"}
 INTERPRETED_DIRS = ("llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")

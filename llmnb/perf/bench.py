@@ -21,11 +21,6 @@ from llmnb.perf.inputs import has_data
 from llmnb.perf.machine import default_thread_counts, physical_cores, probe
 from llmnb.perf.table import print_rows
 
-# notebooks import these from here
-from llmnb.perf.machine import is_compiled as is_compiled
-from llmnb.perf.machine import machine_facts as machine_facts
-from llmnb.perf.timing import median_time as median_time
-
 # A bench's `run` takes (repeats, threads, peer, weights, models) and returns its rows, or None
 # when it was skipped (it says why on stderr). `weights`: the residencies a model bench runs
 # (None: its own default, side by side where it compares them). `models`: the hub models or

@@ -24,7 +24,7 @@ from typing import Any
 from llmnb import hub
 from llmnb.perf.inputs import has_model
 from llmnb.perf.peaks import read_roof
-from llmnb.perf.peer import peer_bench as peer_bench          # notebook 09 imports it from here
+from llmnb.perf.peer import peer_bench
 from llmnb.perf.worker import run_worker
 
 PROMPT_TOKENS = 128

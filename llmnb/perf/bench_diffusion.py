@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llmnb import hub
-from llmnb.perf.bench_files import llada_copy as llada_copy     # notebooks import it from here
+from llmnb.perf.bench_files import llada_copy
 from llmnb.perf.inputs import has_model
 from llmnb.perf.peaks import sgemm_gflops
 from llmnb.perf.peer import peer_exe, peer_step_ms
