@@ -1,5 +1,8 @@
 """The ``llmnb`` command.
 
+One module on purpose, though it is longer than the others: every subcommand's parser and its
+handler sit side by side, and a handler only parses, calls the package and prints.
+
 stdout carries data (text, ids, JSON); stderr carries progress, stats and errors. Bad input
 gets one line on stderr and a non-zero exit code (see EXIT_CODES); a traceback only with
 ``--debug``. Text from a model file is made safe for a terminal before it is printed.

@@ -73,7 +73,7 @@ def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -
     assert c.k == [3]
     c.after_round([Draft([1])], [1], [0], [0])
     assert c.k == [2]
-    assert c.plan([Draft([1, 2])]) == [2]                        # no gate: verify every draft
+    assert c.verify_lengths([Draft([1, 2])]) == [2]              # no gate: verify every draft
 
 
 def test_an_unverified_draft_is_scored_by_the_run_it_would_have_had() -> None:
@@ -96,7 +96,7 @@ def test_an_unverified_draft_is_scored_by_the_run_it_would_have_had() -> None:
 
 def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> None:
     c = BubbleController([True, False], 4, 64, costs=VerifyCosts())
-    assert c.plan([Draft([1, 2]), Draft([3])]) == [0, 0]         # first a plain step, to time it
+    assert c.verify_lengths([Draft([1, 2]), Draft([3])]) == [0, 0]  # first a plain step, to time it
     assert c.draft_length(1) == 0                                # (the model drafter is not asked)
     c.costs = linear_costs(2.0, 0.1)                             # c(T) = 2 + 0.1 T steps
     assert c.draft_length(0) == 64                               # a free drafter: all it has
@@ -109,11 +109,11 @@ def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> N
     assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1
     a = c.alpha(0, 3)
     want = c.best_k(a, 40, 0.0)
-    assert 20 < want <= 40 and c.plan([good, Draft([])]) == [want, 0]
+    assert 20 < want <= 40 and c.verify_lengths([good, Draft([])]) == [want, 0]
     rate = expected_tokens(a, want) / c.verify_cost(1 + want)
     assert all(rate >= expected_tokens(a, n) / c.verify_cost(1 + n) for n in range(1, 41))
-    assert c.plan([bad, Draft([])]) == [0, 0]                    # E ~ 1 token: a plain step
-    assert c.plan([Draft([]), Draft([])]) == [0, 0]              # nothing drafted: a plain step
+    assert c.verify_lengths([bad, Draft([])]) == [0, 0]          # E ~ 1 token: a plain step
+    assert c.verify_lengths([Draft([]), Draft([])]) == [0, 0]    # nothing drafted: a plain step
     assert c.k[1] == 0                                           # the costly drafter sits out
 
 
@@ -121,9 +121,9 @@ def test_a_second_draft_joins_the_batch_only_if_the_rate_goes_up() -> None:
     c = BubbleController([True, True], 4, 64, costs=linear_costs(0.6, 0.2))   # 0.2 steps a row
     a, b = Draft([1, 2, 3, 4], tag=1, prior=0.6), Draft([1, 9, 8, 7], tag=1, prior=0.6)
     other = Draft([5, 6, 7, 8], tag=1, prior=0.6)
-    assert c.plan([a, Draft([])]) == [2, 0]                      # E = 1.96 tokens for 1.2 steps
-    assert c.plan([a, b]) == [2, 2]                              # b shares a's first row: 1 more
-    assert c.plan([a, other]) == [2, 0]                          # a disjoint one costs 2 rows
+    assert c.verify_lengths([a, Draft([])]) == [2, 0]            # E = 1.96 tokens for 1.2 steps
+    assert c.verify_lengths([a, b]) == [2, 2]                    # b shares a's first row: 1 more
+    assert c.verify_lengths([a, other]) == [2, 0]                # a disjoint one costs 2 rows
 
 
 def test_a_costly_drafter_is_not_asked_when_a_free_draft_promises_more() -> None:

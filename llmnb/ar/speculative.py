@@ -195,8 +195,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             drafts[j] = dr.cut(kj)
             room -= len(drafts[j])
         t_verify = time.perf_counter()
-        plan = ctrl.plan(drafts)                             # tokens of each draft to verify
-        branches = [dr.cut(n) for dr, n in zip(drafts, plan)]
+        lengths = ctrl.verify_lengths(drafts)                # tokens of each draft to verify
+        branches = [dr.cut(n) for dr, n in zip(drafts, lengths)]
         logits, tree = verify(transformer, cache, seq[-1], [b.tokens for b in branches])
         accepted, chosen, committed = accept(logits, branches, tree.rows, sampler)
         t_end = time.perf_counter()
@@ -205,8 +205,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             ctrl.time_verify(len(tree), t_end - t_verify)
         else:
             ctrl.time_step(t_end - t_verify)
-        ctrl.after_round(drafts, plan, accepted, committed)
-        rounds.append(SpecRound(list(ctrl.k_used), [len(dr) for dr in drafts], list(plan),
+        ctrl.after_round(drafts, lengths, accepted, committed)
+        rounds.append(SpecRound(list(ctrl.k_used), [len(dr) for dr in drafts], list(lengths),
                                 accepted, chosen, len(committed), len(tree),
                                 t_verify - t_draft, t_end - t_verify))
         stopped = commit_tokens(out, seq, committed, capacity)

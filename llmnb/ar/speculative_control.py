@@ -1,5 +1,8 @@
 """The draft-length controller and its cost model: how many tokens to draft and to verify.
 
+(Longer than the other modules: the cost model and the rules that read it are one decision,
+kept in one file, read top to bottom.)
+
 A round that verifies T rows costs c(T) seconds and commits its accepted tokens plus one; a
 plain decode step costs t_1 and commits one. On a CPU c(T) is well above t_1 even for two
 rows (``python -m llmnb.perf.bench_spec --paths`` measures the curve, notebook 10 draws it),
@@ -203,7 +206,7 @@ class BubbleController:
         self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0) ...
         self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
         self.costs = costs if costs is not None else VerifyCosts()
-        self.k_used = [k] * n             # K per drafter in the last plan (a free drafter's trim)
+        self.k_used = [k] * n             # K per drafter in the last round (a free drafter's trim)
         self.shadow: list[tuple[Draft, int] | None] = [None] * n   # an unverified draft and
         #                                   how many of its tokens the committed ones matched
 
@@ -313,8 +316,8 @@ class BubbleController:
                      remaining: int = K_LIMIT) -> int:
         """How many tokens to ask drafter j for, given the `drafts` of this round so far (the
         free drafters ask first), the tokens it is `behind` (``Drafter.behind``) and the
-        tokens `remaining` to generate: a free drafter k_max once costs are known (``plan``
-        trims it), else its K. A costly drafter: none while the gate still has to time a plain
+        tokens `remaining` to generate: a free drafter k_max once costs are known
+        (``verify_lengths`` trims it), else its K. A costly drafter: none while the gate still has to time a plain
         step or its own step (``needs_timing``); its K while that pays, unless a free draft
         promises a higher rate or its catch-up costs more than the rest of the generation
         saves; after sitting out (K = 0), a probe of one token when one is due, it could pay
@@ -349,7 +352,7 @@ class BubbleController:
                     return 0
         return self.k[j]
 
-    def plan(self, drafts: Sequence[Draft]) -> list[int]:
+    def verify_lengths(self, drafts: Sequence[Draft]) -> list[int]:
         """How many of each draft's tokens to verify; all zero = a plain decode step."""
         lengths = [len(d) for d in drafts]
         self.k_used = [self.k[j] if not self.free[j] or not self.costed else 0
@@ -367,28 +370,28 @@ class BubbleController:
         # ... then the batch built greedily, best draft first, while its rate goes up
         order = sorted((j for j in range(len(drafts)) if trim[j] > 0),
                        key=lambda j: -self.rate(alphas[j], trim[j], 0.0))
-        plan = [0] * len(drafts)
+        lengths = [0] * len(drafts)
         tree = TokenTree()
         best = 1.0 / self.t_step                  # a plain step
         for j in order:
             rows = len(tree) + trim[j] - tree.shared(drafts[j].tokens[:trim[j]])
-            plan[j] = trim[j]
-            rate = self._yield(alphas, plan) / self.costs.predict(rows)
+            lengths[j] = trim[j]
+            rate = self._yield(alphas, lengths) / self.costs.predict(rows)
             if rate > best:
                 best = rate
                 tree.add(drafts[j].tokens[:trim[j]])
             else:
-                plan[j] = 0
-        return plan
+                lengths[j] = 0
+        return lengths
 
     @staticmethod
-    def _yield(alphas: Sequence[float], plan: Sequence[int]) -> float:
-        """Expected tokens of a round verifying plan[j] tokens of each draft: 1 + sum over i
+    def _yield(alphas: Sequence[float], lengths: Sequence[int]) -> float:
+        """Expected tokens of a round verifying lengths[j] tokens of each draft: 1 + sum over i
         of P(some draft keeps at least i tokens), the drafts taken as independent."""
         total, i = 1.0, 1
-        while i <= max(plan):
+        while i <= max(lengths):
             miss = 1.0
-            for a, n in zip(alphas, plan):
+            for a, n in zip(alphas, lengths):
                 if n >= i:
                     miss *= 1.0 - min(a, 0.999) ** i
             total += 1.0 - miss
@@ -416,13 +419,13 @@ class BubbleController:
         matched += hits
         self.shadow[j] = None if miss or matched == want else (d, matched)
 
-    def after_round(self, drafts: Sequence[Draft], plan: Sequence[int], accepted: Sequence[int],
+    def after_round(self, drafts: Sequence[Draft], lengths: Sequence[int], accepted: Sequence[int],
                     committed: Sequence[int]) -> None:
         """Score the drafts (a verified branch: its bubble; an unverified draft: the run it
         would have had among the `committed` tokens of this and the next rounds), then set
         every drafter's next K."""
         for j, d in enumerate(drafts):
-            n = plan[j]
+            n = lengths[j]
             if len(d) > 0:
                 self.ran[j] = True
             if n == 0 and len(d) > 0:
@@ -444,8 +447,8 @@ class BubbleController:
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
-            if self.free[j] or self.draft_s[j] == 0.0:    # k_max, trimmed by plan; or its
-                continue                                  # step not timed yet
+            if self.free[j] or self.draft_s[j] == 0.0:    # k_max, trimmed by verify_lengths; or
+                continue                                  # its step not timed yet
             kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j], self.per_fed(j))
             if kk > 0:
                 self.paused[j], self.probe_gap[j] = 0, self.probe_every
