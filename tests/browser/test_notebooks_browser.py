@@ -10,9 +10,8 @@ would see it.
 Which notebooks: the ones whose code displays widgets (found by reading their code cells), and
 at least those with a check that moving a control changes what the widget shows:
 04_transformer (the attention explorer), 06_sampling (the next-token explorer), 08_roofline
-(the roofline explorer and the thread-scaling runner), 12_masked_diffusion (the denoising
-viewer) and tests/browser/canvas_viewer.ipynb (the diffusion canvas viewer on the tiny
-model). Every notebook's code already runs under nbval; a notebook without widgets has nothing
+(the roofline explorer and the thread-scaling runner) and 12_masked_diffusion (the denoising
+viewer, and the diffusion canvas viewer: one step against sixteen on a multi-answer prompt). Every notebook's code already runs under nbval; a notebook without widgets has nothing
 more for a browser to find, while each one opened costs a page load, a kernel and a second run
 of all its cells (notebook 12: about 25 s here against nbval's 4 s), so opening all of them
 would slow CI by minutes for no new check. The server's root is the repository, so the
@@ -420,8 +419,8 @@ def _shot(loc: Any, name: str) -> Path:
 
 def check_denoising_viewer(page: Any) -> None:
     """Notebook 12: one step forward on the viewer's slider commits tokens on the canvas."""
-    box = page.locator(".widget-vbox").filter(
-        has=page.locator(".widget-label", has_text=re.compile(r"^step$"))).last
+    box = page.locator(".widget-vbox:not(.llmnb-canvas-viewer)").filter(
+        has=page.locator(".widget-label", has_text=re.compile(r"^step$"))).first
     slider = _slider(box, "step")
     view = box.locator(".widget-html-content")
     assert slider.locator(".widget-readout").inner_text() == "1"
@@ -514,8 +513,8 @@ def check_next_token_explorer(page: Any) -> None:
 
 
 def check_canvas_viewer(page: Any) -> None:
-    """The canvas viewer: each step to the right commits positions in the many-step run, and
-    the one-step run stays complete."""
+    """Notebook 12's canvas viewer: each step to the right commits positions in the many-step
+    run, and the one-step run stays complete."""
     box = page.locator(".llmnb-canvas-viewer")
     assert box.count() == 1, f"expected one .llmnb-canvas-viewer, found {box.count()}"
     box = box.first
@@ -536,12 +535,17 @@ def check_canvas_viewer(page: Any) -> None:
     _shot(box, "canvas_viewer_step4.png")
 
 
+def check_diffusion_viewers(page: Any) -> None:
+    """Notebook 12: its denoising viewer, then its canvas viewer."""
+    check_denoising_viewer(page)
+    check_canvas_viewer(page)
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
     "notebooks/04_transformer.ipynb": check_attention_explorer,
     "notebooks/06_sampling.ipynb": check_next_token_explorer,
     "notebooks/08_roofline.ipynb": check_roofline,
-    "notebooks/12_masked_diffusion.ipynb": check_denoising_viewer,
-    "tests/browser/canvas_viewer.ipynb": check_canvas_viewer,
+    "notebooks/12_masked_diffusion.ipynb": check_diffusion_viewers,
 }
 
 
