@@ -314,14 +314,14 @@ class BubbleController:
 
     def draft_length(self, j: int, drafts: Sequence[Draft] = (), behind: int = 1,
                      remaining: int = K_LIMIT) -> int:
-        """How many tokens to ask drafter j for, given the `drafts` of this round so far (the
-        free drafters ask first), the tokens it is `behind` (``Drafter.behind``) and the
-        tokens `remaining` to generate: a free drafter k_max once costs are known
-        (``verify_lengths`` trims it), else its K. A costly drafter: none while the gate still has to time a plain
-        step or its own step (``needs_timing``); its K while that pays, unless a free draft
-        promises a higher rate or its catch-up costs more than the rest of the generation
-        saves; after sitting out (K = 0), a probe of one token when one is due, it could pay
-        at ALPHA_CEILING and the probe's catch-up costs at most PROBE_SHARE of that gain."""
+        """How many tokens to ask drafter j for, given the `drafts` of this round so far (the free
+        drafters ask first), the tokens it is `behind` (``Drafter.behind``) and the tokens
+        `remaining` to generate: a free drafter k_max once costs are known (``verify_lengths`` trims
+        it), else its K. A costly drafter: none while the gate still has to time a plain step or its
+        own step (``needs_timing``); its K while that pays, unless a free draft promises a higher
+        rate or its catch-up costs more than the rest of the generation saves; after sitting out
+        (K = 0), a probe of one token when one is due, it could pay at ALPHA_CEILING and the
+        probe's catch-up costs at most PROBE_SHARE of that gain."""
         if self.free[j]:
             return self.k_max if self.costed else self.k[j]
         if not self.gate:

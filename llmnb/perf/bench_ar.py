@@ -3,15 +3,16 @@
 Decoding one token multiplies every weight matrix by one vector: it must stream every weight
 byte it holds from memory once per token, so tokens/s can never exceed
     read bandwidth / weight bytes read per token      (the roofline),
-with the read bandwidth measured here, in the same run (``peaks.read_roof``: the best of a
-few read-only kernels and STREAM's copy, the machine probe's memory roof). Quantized weights read their repacked blocks (about the file's
-bytes), f32 weights 4 bytes per weight; both are measured side by side. Prefill multiplies
-matrices by many vectors at once and is compute-bound instead. Each (thread count, weights)
-runs in a fresh subprocess. Its memory: ``interpreter_rss_bytes`` once llmnb (numpy, BLAS)
-is imported, ``baseline_rss_bytes`` once every kernel has also run once (numba, LLVM and the
-compiled kernels loaded: the interpreter's baseline), ``rss_bytes`` resident after the
-timed runs, ``peak_rss_bytes`` the process's own peak (VmHWM; including a JIT compile, had the cache been
-cold), and ``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
+with the read bandwidth measured here, in the same run (``peaks.read_roof``: the best of a few
+read-only kernels and STREAM's copy, the machine probe's memory roof). Quantized weights read
+their repacked blocks (about the file's bytes), f32 weights 4 bytes per weight; both are
+measured side by side. Prefill multiplies matrices by many vectors at once and is
+compute-bound instead. Each (thread count, weights) runs in a fresh subprocess. Its memory:
+``interpreter_rss_bytes`` once llmnb (numpy, BLAS) is imported, ``baseline_rss_bytes`` once
+every kernel has also run once (numba, LLVM and the compiled kernels loaded: the interpreter's
+baseline), ``rss_bytes`` resident after the timed runs, ``peak_rss_bytes`` the process's own
+peak (VmHWM; including a JIT compile, had the cache been cold), and
+``rss_above_baseline_vs_file`` = (rss - baseline) / the file's bytes. With ``peer`` (a
 llama.cpp build folder or its ``llama-bench``; ``peer.py``), llama.cpp's pp/tg on the same
 file are measured in the same run and reported as ratios. The timing is
 ``scaling.decode_timings``, the thread sweep's.

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -210,33 +208,15 @@ def source_tree(package: Path) -> Path:
                      "for the pure-Python build; looked in " + "; ".join(looked))
 
 
-@contextmanager
-def _pythonpath(root: Path | None) -> Iterator[None]:
-    """The workers' import path: `root` first (the pure build), or none (the installed one)."""
-    old = os.environ.get("PYTHONPATH")
-    if root is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = str(root)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
-
-
 def run_build(pure_root: Path | None, repeats: int, data: Path,
               models: dict[str, str]) -> dict[str, Any]:
     """`compiled_worker` in a fresh interpreter: the pure build from `pure_root`, or the
     installed build (None); checked to be the build it is called."""
 
     build = "compiled" if pure_root is None else "pure"
-    with _pythonpath(pure_root):
-        report: dict[str, Any] = run_worker(
-            "llmnb.perf.bench_compiled",
-            f"compiled_worker({repeats}, {str(data)!r}, {models!r})", build)
+    report: dict[str, Any] = run_worker(
+        "llmnb.perf.bench_compiled", f"compiled_worker({repeats}, {str(data)!r}, {models!r})",
+        build, pythonpath="" if pure_root is None else str(pure_root))
     if report["compiled"] != (pure_root is None) or report["reader"].endswith(".py") == (
             pure_root is None):
         raise UsageError(f"bench compiled: the {build} worker imported llmnb.gguf.reader from "
