@@ -21,6 +21,7 @@ from llmnb.errors import (
     EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_RESOURCES, EXIT_USAGE,
     LLMNBError, UsageError,
 )
+from llmnb.model.config import SUPPORTED_ARCHS
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}    success
@@ -534,10 +535,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")
     s.set_defaults(func=cmd_quantize)
 
-    s = sub.add_parser("convert", help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream) -> GGUF")
+    s = sub.add_parser("convert", help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream, Gemma 3) -> GGUF")
     s.add_argument("hf_dir", metavar="HF_DIR", help="folder with config.json and *.safetensors")
     s.add_argument("output", metavar="OUT", help="the .gguf to write")
-    s.add_argument("--arch", choices=["llada", "dream", "llama", "qwen2"], default=None,
+    s.add_argument("--arch", choices=SUPPORTED_ARCHS, default=None,
                    help="model family (default: from config.json)")
     s.add_argument("--outtype", choices=["f32", "f16"], default="f32",
                    help="f32 (default) or f16 for 2-D weights; norms and biases stay F32")

@@ -73,3 +73,38 @@ def test_sample_frequencies_match_probs() -> None:
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(UsageError):
         Sampler(**kwargs)  # type: ignore[arg-type]
+
+
+def full_sort_keep(logits: np.ndarray, top_p: float, min_p: float) -> np.ndarray:
+    """top-p then min-p by definition: the whole vocabulary sorted (ties to the lower id)."""
+    order = np.argsort(-logits, kind="stable")
+    p = softmax(logits[order])
+    n = int(np.searchsorted(np.cumsum(p), top_p)) + 1 if top_p < 1.0 else len(order)
+    p = p[:n] / p[:n].sum()
+    if min_p > 0.0:
+        n = max(1, int(np.count_nonzero(p >= min_p * p[0])))
+    keep = np.zeros(len(logits), dtype=np.bool_)
+    keep[order[:n]] = True
+    return keep
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 12.0])      # flat (the whole vocabulary) .. sharp
+@pytest.mark.parametrize("top_p,min_p", [(0.5, 0.0), (0.9, 0.0), (0.99, 0.0), (0.95, 0.05),
+                                         (1.0, 0.05), (1.0, 0.5)])
+def test_top_p_and_min_p_without_sorting_the_vocabulary_keep_what_a_full_sort_keeps(
+        scale: float, top_p: float, min_p: float) -> None:
+    rng = np.random.default_rng(int(scale * 10))
+    logits = (rng.standard_normal(49_152) * scale).astype(np.float32)
+    logits[rng.integers(0, 49_152, 300)] = logits.max()           # ties at the top
+    logits[:200] = np.round(logits[:200])                         # and ties further down
+    got = Sampler(top_p=top_p, min_p=min_p).keep_mask(logits)
+    want = full_sort_keep(logits, top_p, min_p)
+    assert np.array_equal(got, want), (int(got.sum()), int(want.sum()))
+
+
+def test_top_p_sorts_only_the_head_of_a_sharp_distribution() -> None:
+    logits = np.full(151_936, -20.0, dtype=np.float32)
+    logits[[7, 3, 11]] = [5.0, 4.0, 4.0]
+    order, p = Sampler(top_p=0.9).ranked_prefix(logits)
+    assert list(order[:3]) == [7, 3, 11] and len(order) == 64     # the first candidate set
+    assert np.isclose(p.sum() + (151_936 - 64) * p[-1], 1.0)

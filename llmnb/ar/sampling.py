@@ -27,6 +27,8 @@ from llmnb.softmax import softmax
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
+RANKED = 64              # top-p's first candidate set (``Sampler.ranked_prefix``)
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Sampler:
@@ -67,10 +69,14 @@ class Sampler:
         if 0 < self.top_k < v:   # only the k largest need sorting
             top = np.argpartition(-logits, self.top_k - 1)[:self.top_k]
             order = top[np.lexsort((top, -logits[top]))]           # by logit, ties to lower id
-        else:
-            order = np.argsort(-logits, kind="stable")             # (V,) most likely first
+            p = softmax(logits[order])                             # renormalised over the k
+        elif self.top_p < 1.0:
+            order, p = self.ranked_prefix(logits)
+        else:                    # min-p alone is a threshold on p: nothing to sort
+            p_all = softmax(logits)
+            keep[:] = p_all >= self.min_p * p_all.max()
+            return keep
         n = len(order)
-        p = softmax(logits[order])                                 # renormalised over survivors
         if self.top_p < 1.0:
             # smallest prefix whose mass reaches top_p (always at least one token)
             n = min(n, int(np.searchsorted(np.cumsum(p), self.top_p)) + 1)
@@ -79,6 +85,30 @@ class Sampler:
             n = max(1, int(np.count_nonzero(p[:n] >= self.min_p * p[0])))
         keep[order[:n]] = True
         return keep
+
+    def ranked_prefix(self, logits: F32) -> tuple[npt.NDArray[np.intp], F64]:
+        """The most likely tokens, most likely first (ties to the lower id), just enough of
+        them to reach top_p in mass, with their probabilities over the whole vocabulary.
+
+        Top-p needs the order of the head of the distribution only: the first m tokens of
+        the full order (those above the m-th largest logit, found by partitioning, and the
+        lowest ids among those equal to it) are sorted, m = RANKED first and four times as
+        many until their mass reaches top_p; the whole vocabulary only when it must be."""
+        v = logits.shape[0]
+        p_all = softmax(logits)                                    # (V,) float64
+        m = RANKED
+        while m < v:
+            kth = -np.partition(-logits, m - 1)[m - 1]             # the m-th largest logit
+            above = np.flatnonzero(logits > kth)
+            at = np.flatnonzero(logits == kth)[:m - len(above)]    # ties: the lower ids first
+            head = np.concatenate((above, at))                     # the first m of the order
+            order = head[np.lexsort((head, -logits[head]))]
+            p = p_all[order]
+            if np.cumsum(p)[-1] >= self.top_p:
+                return order, p
+            m *= 4
+        order = np.argsort(-logits, kind="stable")                 # (V,) most likely first
+        return order, p_all[order]
 
     def probs(self, logits: F32) -> F64:
         """The distribution this sampler draws from (V,), float64, zeros where filtered."""

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 
 from llmnb.tokenizer import Tokenizer
 
+FOLD = 1024          # characters moved from the tail into the done pieces at a time
+
 
 def hold_back(text: str, stops: Sequence[str]) -> int:
     """How many trailing characters might still grow into a stop string (not safe to emit)."""
@@ -32,7 +34,12 @@ def hold_back(text: str, stops: Sequence[str]) -> int:
 
 
 class TextStream:
-    """The new tokens of one generation, their text and why it stopped (module docstring)."""
+    """The new tokens of one generation, their text and why it stopped (module docstring).
+
+    The text grows in two parts so a long generation costs O(n), not a copy of the whole text
+    per token: ``tail``, the characters a stop string or the next emit can still touch (those
+    not yet handed to `on_text` and the ``window`` before them), and ``done``, the pieces
+    before it, joined once by ``text``."""
 
     def __init__(self, tokenizer: Tokenizer, max_new_tokens: int, stop: Sequence[str] = (),
                  on_text: Callable[[str], None] | None = None) -> None:
@@ -43,9 +50,17 @@ class TextStream:
         self.stop = tuple(stop)
         self.on_text = on_text
         self.tokens: list[int] = []       # new tokens (an end-of-generation token included)
-        self.text = ""                    # their text, cut at a stop string
+        self.done: list[str] = []         # text before `tail`, final
+        self.start = 0                    # characters in `done`
+        self.tail = ""                    # text from `start` on, cut at a stop string
+        self.window = max((len(s) for s in self.stop), default=0)
         self.emitted = 0                  # characters already handed to on_text
         self.stop_reason = ""             # "" while generation goes on
+
+    @property
+    def text(self) -> str:
+        """The text so far (cut at a stop string)."""
+        return "".join(self.done) + self.tail
 
     def push(self, token: int, context_full: bool = False) -> bool:
         """Take the next token; True when generation stops with it. `context_full`: the
@@ -54,11 +69,12 @@ class TextStream:
         if token in self.eog:
             self.stop_reason = "eos"
             return True
-        self.text += self.utf8.decode(self.tokenizer.token_bytes(token))
-        hit = min((i for i in (self.text.find(s, max(0, self.emitted - len(s))) for s in self.stop)
+        self.tail += self.utf8.decode(self.tokenizer.token_bytes(token))
+        since = self.emitted - self.start                  # in `tail`: no stop ends before it
+        hit = min((i for i in (self.tail.find(s, max(0, since - len(s))) for s in self.stop)
                    if i >= 0), default=-1)
         if hit >= 0:
-            self.text = self.text[:hit]
+            self.tail = self.tail[:hit]
             self.stop_reason = "stop_string"
         elif len(self.tokens) >= self.max_new_tokens:
             self.stop_reason = "max_tokens"
@@ -66,18 +82,24 @@ class TextStream:
             self.stop_reason = "context_full"
         stopped = self.stop_reason != ""
         if stopped and hit < 0:
-            self.text += self.utf8.decode(b"", final=True)
-        safe = len(self.text) if stopped else len(self.text) - hold_back(self.text, self.stop)
-        if self.on_text is not None and safe > self.emitted:
-            self.on_text(self.text[self.emitted:safe])
-        self.emitted = max(self.emitted, safe)
+            self.tail += self.utf8.decode(b"", final=True)
+        safe = len(self.tail) if stopped else len(self.tail) - hold_back(self.tail, self.stop)
+        if self.on_text is not None and safe > since:
+            self.on_text(self.tail[since:safe])
+        self.emitted = self.start + max(since, safe)
+        keep = self.emitted - self.start - self.window     # characters no stop can reach
+        if keep >= FOLD:
+            self.done.append(self.tail[:keep])
+            self.tail = self.tail[keep:]
+            self.start += keep
         return stopped
 
     def finish(self) -> None:
         """Generation is over: flush a character left incomplete before an end-of-generation
         token, and hand whatever is left to `on_text`."""
         if self.stop_reason == "eos":
-            self.text += self.utf8.decode(b"", final=True)
-        if self.on_text is not None and len(self.text) > self.emitted:
-            self.on_text(self.text[self.emitted:])
-            self.emitted = len(self.text)
+            self.tail += self.utf8.decode(b"", final=True)
+        since = self.emitted - self.start
+        if self.on_text is not None and len(self.tail) > since:
+            self.on_text(self.tail[since:])
+            self.emitted = self.start + len(self.tail)

@@ -14,7 +14,11 @@ import numpy.typing as npt
 
 from llmnb.errors import EXIT_MODEL, LLMNBError
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGML_TYPE_IDS, GGMLType, type_name
-from llmnb.quant import float_types, kquants_dequant, kquants_quant, legacy_dequant, legacy_quant
+import llmnb.quant.float_types as float_types
+import llmnb.quant.kquants_dequant as kquants_dequant
+import llmnb.quant.kquants_quant as kquants_quant
+import llmnb.quant.legacy_dequant as legacy_dequant
+import llmnb.quant.legacy_quant as legacy_quant
 from llmnb.quant.chunked import DequantKernel, QuantKernel, dequantize_blocks, quantize_blocks
 
 U8 = npt.NDArray[np.uint8]
