@@ -152,7 +152,7 @@ def halves_to_f32(qs, t, b, bits, bf16):  # type: ignore[no-untyped-def]
 
 # --- several rows: convert once per block of rows, in registers --------------------------
 #
-# A block of nr rows (nr = 8, 4, 2 or 1, a constant where each block is called, so LLVM
+# A block of nr rows (nr = 8, 4, 3, 2 or 1, a constant where each block is called, so LLVM
 # unrolls the row loop and keeps the converted quants and every row's x values in vector
 # registers): each group's quants are converted once per block, and each converted vector
 # feeds one multiply-add per row. Every output's sum runs in the one-row kernel's order, so
@@ -248,7 +248,7 @@ BLOCK = 8       # rows per block at most (8 rows x 4 converted vectors: 32 x val
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
 def nibbles_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
-    """x (T, in) -> out (T, tiles*64), nibble quants, T rows in blocks of 8, 4, 2, 1."""
+    """x (T, in) -> out (T, tiles*64), nibble quants, rows in blocks (8, 4, 3, 2, 1)."""
     rows = x.shape[0]
     for t in prange(qs.shape[0]):
         acc = np.empty(BLOCK * TILE, np.float32)
@@ -262,17 +262,18 @@ def nibbles_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
             if rows - r >= 4:
                 nibbles_block(qs, d, m, x, t, b, r, 4, acc, sx, res)
                 r += 4
-            if rows - r >= 2:
+            if rows - r == 3:
+                nibbles_block(qs, d, m, x, t, b, r, 3, acc, sx, res)
+            elif rows - r == 2:
                 nibbles_block(qs, d, m, x, t, b, r, 2, acc, sx, res)
-                r += 2
-            if rows - r == 1:
+            elif rows - r == 1:
                 nibbles_block(qs, d, m, x, t, b, r, 1, acc, sx, res)
         out[:, t * TILE:(t + 1) * TILE] = res
 
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
 def bytes_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
-    """x (T, in) -> out (T, tiles*64), int8 quants, T rows in blocks of 8, 4, 2, 1."""
+    """x (T, in) -> out (T, tiles*64), int8 quants, rows in blocks (8, 4, 3, 2, 1)."""
     rows = x.shape[0]
     for t in prange(qs.shape[0]):
         acc = np.empty(BLOCK * TILE, np.float32)
@@ -286,10 +287,11 @@ def bytes_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
             if rows - r >= 4:
                 bytes_block(qs, d, m, x, t, b, r, 4, acc, sx, res)
                 r += 4
-            if rows - r >= 2:
+            if rows - r == 3:
+                bytes_block(qs, d, m, x, t, b, r, 3, acc, sx, res)
+            elif rows - r == 2:
                 bytes_block(qs, d, m, x, t, b, r, 2, acc, sx, res)
-                r += 2
-            if rows - r == 1:
+            elif rows - r == 1:
                 bytes_block(qs, d, m, x, t, b, r, 1, acc, sx, res)
         out[:, t * TILE:(t + 1) * TILE] = res
 
@@ -313,9 +315,10 @@ def halves_rows(qs, bf16, x, out):  # type: ignore[no-untyped-def]
             if rows - r >= 4:
                 halves_block(wf, x, b, r, 4, acc, res)
                 r += 4
-            if rows - r >= 2:
+            if rows - r == 3:
+                halves_block(wf, x, b, r, 3, acc, res)
+            elif rows - r == 2:
                 halves_block(wf, x, b, r, 2, acc, res)
-                r += 2
-            if rows - r == 1:
+            elif rows - r == 1:
                 halves_block(wf, x, b, r, 1, acc, res)
         out[:, t * TILE:(t + 1) * TILE] = res
