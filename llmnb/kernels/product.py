@@ -23,13 +23,12 @@ Timed and dropped, both slower at 2 threads: half the dequantization on a helper
 (it shares a core with BLAS's spinning worker), and a numba parallel loop for it (its
 threads then spin against BLAS's).
 
-``DENSE_ROWS`` is where the dense way starts to win. c(T) of both ways, in one-row products,
-over ``bench_quant.cost_curve``'s matrices (four SmolLM2-135M layers' Q4_1 shapes, its seed),
-``quantized_matmul`` and ``dense_matmul`` timed alternately (15 rounds each, after two warm-up
-calls) at 1 and 2 threads under ``llmnb.threads`` in one session on the 2-core EPYC, ``env -u
-OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`` (``llmnb bench quant``'s rows with "rows" measure the
-same curve): at 1 thread the kernels 20.8 against 22.8 at 32 rows, dense 29.7 against 31.5 at
-48; at 2 threads 27.3 against 27.8 at 32, dense 31.0 against 36.7 at 48.
+``DENSE_ROWS`` is where the dense way starts to win. c(T) of both ways, in one-row products
+(``bench_quant.cost_curve``, ``llmnb bench quant``'s rows with "rows"; run at 1 and 2 threads
+under ``llmnb.threads`` in one session on the 2-core EPYC, ``env -u OPENBLAS_CORETYPE -u
+OPENBLAS_L2_SIZE``): at 1 thread the kernels 20.1 against 22.9 at 32 rows, dense 29.5 against
+30.1 at 48 and 36.0 against 40.7 at 64; at 2 threads the kernels up to 64 rows (46.1 against
+86.3 there, the dense way slowed as described above).
 """
 from __future__ import annotations
 
