@@ -61,6 +61,21 @@ def test_each_kernel_matches_dequantize_then_multiply_in_float64(t: int) -> None
 
 
 @pytest.mark.parametrize("t", TYPES, ids=type_name)
+def test_few_row_kernels_give_each_row_bit_identical_to_it_alone_for_t_1_to_17(t: int) -> None:
+    """The few-row kernels run rows in blocks of 8, 4, 3, 2 and 1: every T from 1 to 17 (each
+    mix of blocks), each row bit-identical to that row multiplied alone, and within the bound."""
+    n_in = 768 if t in (T.Q4_K, T.Q5_K, T.Q6_K) else 512
+    p, w = random_case(t, 200, n_in, t + 100)
+    rng = np.random.default_rng(5)
+    for n in range(1, 18):
+        x = rng.standard_normal((n, n_in)).astype(np.float32)
+        got = quantized_matmul(x, p)
+        assert rel_error(got, w, x) < REL_BOUND[t], (type_name(t), n)
+        for r in range(n):
+            np.testing.assert_array_equal(got[r], quantized_matmul(x[r:r + 1], p)[0])
+
+
+@pytest.mark.parametrize("t", TYPES, ids=type_name)
 def test_dense_copy_and_row_lookup_are_bit_identical_to_dequantize(t: int) -> None:
     n_in = 512 if t not in (T.Q4_K, T.Q5_K, T.Q6_K) else 256
     p, w = random_case(t, 130, n_in, 7)

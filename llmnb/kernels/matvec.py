@@ -21,8 +21,11 @@ A 4-bit quant v in a byte (two per byte) is split without integer instructions, 
 numba would widen to 64 bits: h = floor(v / 16) and l = v - 16 h are exact in float32.
 
 One token (T = 1) uses the fused kernels; more rows (a speculative verify, a short
-prompt) first convert each group's quants to a float32 scratch of G x 64 once, then run
-every row's multiply-adds over it, so the weights are read and converted once for all rows.
+prompt) go through the same loop in blocks of up to 8 rows: each group's quants are read
+and converted once per block, into vector registers, and each converted vector feeds one
+multiply-add per row of the block (a register-blocked product: 8 rows x 4 inputs of x
+values stay in registers across the 64 outputs). The order of every output's sum is the
+one-row kernel's, so each row's result is bit-identical to multiplying it alone.
 """
 from __future__ import annotations
 
@@ -99,7 +102,7 @@ def bytes_matvec(qs, d, m, x, out):  # type: ignore[no-untyped-def]
         out[t * TILE:(t + 1) * TILE] = res
 
 
-# --- a group's quants as float32 (the small-batch kernels and the dense copy share them) ---
+# --- a group's quants as float32 (the dense copy, and the halves kernel's scratch) -------
 
 @njit(inline="always")
 def nibbles_to_f32(qs, t, b, wf):  # type: ignore[no-untyped-def]
@@ -147,75 +150,175 @@ def halves_to_f32(qs, t, b, bits, bf16):  # type: ignore[no-untyped-def]
                 bits[k] |= (h & np.uint32(0x8000)) << np.uint32(16)
 
 
-# --- several rows: convert once per group, multiply-add every row ------------------------
+# --- several rows: convert once per block of rows, in registers --------------------------
+#
+# A block of nr rows (nr = 8, 4, 3, 2 or 1, a constant where each block is called, so LLVM
+# unrolls the row loop and keeps the converted quants and every row's x values in vector
+# registers): each group's quants are converted once per block, and each converted vector
+# feeds one multiply-add per row. Every output's sum runs in the one-row kernel's order, so
+# a row's result is bit-identical to ``nibbles_matvec`` / ``bytes_matvec`` on that row alone,
+# whatever T and whichever block it falls in.
 
 @njit(inline="always")
-def rows_update(wf, g, x, b, acc, res, d, m, t):  # type: ignore[no-untyped-def]
-    """res[r] += d * (wf . x[r, group b]) (+ m * sum) for every row r (wf: (g, 64) flat)."""
-    rows = x.shape[0]
-    for r in range(rows):
-        acc[:] = 0
-        base = b * g
-        for j in range(0, g, 4):
-            x0 = x[r, base + j]
-            x1 = x[r, base + j + 1]
-            x2 = x[r, base + j + 2]
-            x3 = x[r, base + j + 3]
+def nibbles_block(qs, d, m, x, t, b, r, nr, acc, sx, res):  # type: ignore[no-untyped-def]
+    """res[r:r+nr] += rows r..r+nr-1 of x times group b of tile t (nibbles_matvec's order)."""
+    base = b * 32
+    acc[:] = 0
+    for i in range(nr):
+        sx[i] = 0
+    for j in range(0, 16, 2):                          # bytes j, j+1: inputs j, j+1, j+16, j+17
+        for i in range(nr):
+            sx[i] += ((x[r + i, base + j] + x[r + i, base + j + 1])
+                      + (x[r + i, base + j + 16] + x[r + i, base + j + 17]))
+        for o in range(TILE):
+            v = np.float32(qs[t, b, j, o])
+            h0 = np.floor(v * SIXTEENTH)
+            l0 = v - SIXTEEN * h0
+            v = np.float32(qs[t, b, j + 1, o])
+            h1 = np.floor(v * SIXTEENTH)
+            l1 = v - SIXTEEN * h1
+            for i in range(nr):                        # each converted vector: nr multiply-adds
+                a = acc[i * TILE + o]
+                a += l0 * x[r + i, base + j]
+                a += h0 * x[r + i, base + j + 16]
+                a += l1 * x[r + i, base + j + 1]
+                a += h1 * x[r + i, base + j + 17]
+                acc[i * TILE + o] = a
+    for i in range(nr):
+        for o in range(TILE):
+            res[r + i, o] += d[t, b, o] * acc[i * TILE + o] + m[t, b, o] * sx[i]
+
+
+@njit(inline="always")
+def bytes_block(qs, d, m, x, t, b, r, nr, acc, sx, res):  # type: ignore[no-untyped-def]
+    """res[r:r+nr] += rows r..r+nr-1 of x times group b of tile t (bytes_matvec's order)."""
+    g = qs.shape[2]
+    base = b * g
+    acc[:] = 0
+    for j in range(0, g, 4):
+        for o in range(TILE):
+            q0 = np.float32(qs[t, b, j, o])
+            q1 = np.float32(qs[t, b, j + 1, o])
+            q2 = np.float32(qs[t, b, j + 2, o])
+            q3 = np.float32(qs[t, b, j + 3, o])
+            for i in range(nr):
+                a = acc[i * TILE + o]
+                a += q0 * x[r + i, base + j]
+                a += q1 * x[r + i, base + j + 1]
+                a += q2 * x[r + i, base + j + 2]
+                a += q3 * x[r + i, base + j + 3]
+                acc[i * TILE + o] = a
+    for i in range(nr):
+        if m is None:
             for o in range(TILE):
-                acc[o] += wf[j * TILE + o] * x0
-                acc[o] += wf[(j + 1) * TILE + o] * x1
-                acc[o] += wf[(j + 2) * TILE + o] * x2
-                acc[o] += wf[(j + 3) * TILE + o] * x3
-        if d.shape[0] == 0:                                  # halves: no scales
-            for o in range(TILE):
-                res[r, o] += acc[o]
-        elif m is None:
-            for o in range(TILE):
-                res[r, o] += d[t, b, o] * acc[o]
+                res[r + i, o] += d[t, b, o] * acc[i * TILE + o]
         else:
-            sx = np.float32(0)
+            s = np.float32(0)
             for j in range(g):
-                sx += x[r, base + j]
+                s += x[r + i, base + j]
             for o in range(TILE):
-                res[r, o] += d[t, b, o] * acc[o] + m[t, b, o] * sx
+                res[r + i, o] += d[t, b, o] * acc[i * TILE + o] + m[t, b, o] * s
+
+
+@njit(inline="always")
+def halves_block(wf, x, b, r, nr, acc, res):  # type: ignore[no-untyped-def]
+    """res[r:r+nr] += rows r..r+nr-1 of x times group b, already float32 in wf (32 * 64,)."""
+    base = b * 32
+    acc[:] = 0
+    for j in range(0, 32, 4):
+        for o in range(TILE):
+            w0 = wf[j * TILE + o]
+            w1 = wf[(j + 1) * TILE + o]
+            w2 = wf[(j + 2) * TILE + o]
+            w3 = wf[(j + 3) * TILE + o]
+            for i in range(nr):
+                a = acc[i * TILE + o]
+                a += w0 * x[r + i, base + j]
+                a += w1 * x[r + i, base + j + 1]
+                a += w2 * x[r + i, base + j + 2]
+                a += w3 * x[r + i, base + j + 3]
+                acc[i * TILE + o] = a
+    for i in range(nr):
+        for o in range(TILE):
+            res[r + i, o] += acc[i * TILE + o]
+
+
+BLOCK = 8       # rows per block at most (8 rows x 4 converted vectors: 32 x values in registers)
 
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
 def nibbles_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
-    """x (T, in) -> out (T, tiles*64), nibble quants (see nibbles_matvec)."""
+    """x (T, in) -> out (T, tiles*64), nibble quants, rows in blocks (8, 4, 3, 2, 1)."""
+    rows = x.shape[0]
     for t in prange(qs.shape[0]):
-        wf = np.empty(32 * TILE, np.float32)
-        acc = np.empty(TILE, np.float32)
-        res = np.zeros((x.shape[0], TILE), np.float32)
+        acc = np.empty(BLOCK * TILE, np.float32)
+        sx = np.empty(BLOCK, np.float32)
+        res = np.zeros((rows, TILE), np.float32)
         for b in range(qs.shape[1]):
-            nibbles_to_f32(qs, t, b, wf)
-            rows_update(wf, 32, x, b, acc, res, d, m, t)
+            r = 0
+            while rows - r >= 8:
+                nibbles_block(qs, d, m, x, t, b, r, 8, acc, sx, res)
+                r += 8
+            if rows - r >= 4:
+                nibbles_block(qs, d, m, x, t, b, r, 4, acc, sx, res)
+                r += 4
+            if rows - r == 3:
+                nibbles_block(qs, d, m, x, t, b, r, 3, acc, sx, res)
+            elif rows - r == 2:
+                nibbles_block(qs, d, m, x, t, b, r, 2, acc, sx, res)
+            elif rows - r == 1:
+                nibbles_block(qs, d, m, x, t, b, r, 1, acc, sx, res)
         out[:, t * TILE:(t + 1) * TILE] = res
 
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
 def bytes_rows(qs, d, m, x, out):  # type: ignore[no-untyped-def]
-    """x (T, in) -> out (T, tiles*64), int8 quants (see bytes_matvec)."""
-    g = qs.shape[2]
+    """x (T, in) -> out (T, tiles*64), int8 quants, rows in blocks (8, 4, 3, 2, 1)."""
+    rows = x.shape[0]
     for t in prange(qs.shape[0]):
-        wf = np.empty(g * TILE, np.float32)
-        acc = np.empty(TILE, np.float32)
-        res = np.zeros((x.shape[0], TILE), np.float32)
+        acc = np.empty(BLOCK * TILE, np.float32)
+        sx = np.empty(BLOCK, np.float32)
+        res = np.zeros((rows, TILE), np.float32)
         for b in range(qs.shape[1]):
-            bytes_to_f32(qs, t, b, wf)
-            rows_update(wf, g, x, b, acc, res, d, m, t)
+            r = 0
+            while rows - r >= 8:
+                bytes_block(qs, d, m, x, t, b, r, 8, acc, sx, res)
+                r += 8
+            if rows - r >= 4:
+                bytes_block(qs, d, m, x, t, b, r, 4, acc, sx, res)
+                r += 4
+            if rows - r == 3:
+                bytes_block(qs, d, m, x, t, b, r, 3, acc, sx, res)
+            elif rows - r == 2:
+                bytes_block(qs, d, m, x, t, b, r, 2, acc, sx, res)
+            elif rows - r == 1:
+                bytes_block(qs, d, m, x, t, b, r, 1, acc, sx, res)
         out[:, t * TILE:(t + 1) * TILE] = res
 
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
 def halves_rows(qs, bf16, x, out):  # type: ignore[no-untyped-def]
-    """x (T, in) -> out (T, tiles*64), F16 (bf16=False) or BF16 weights, for any T."""
-    no_scales = np.zeros((0, 0, 0), np.float32)
+    """x (T, in) -> out (T, tiles*64), F16 (bf16=False) or BF16 weights, for any T: each
+    group converted once into a float32 scratch (halves_to_f32), then blocks of rows."""
+    rows = x.shape[0]
     for t in prange(qs.shape[0]):
         bits = np.empty(32 * TILE, np.uint32)
-        acc = np.empty(TILE, np.float32)
-        res = np.zeros((x.shape[0], TILE), np.float32)
+        wf = bits.view(np.float32)
+        acc = np.empty(BLOCK * TILE, np.float32)
+        res = np.zeros((rows, TILE), np.float32)
         for b in range(qs.shape[1]):
             halves_to_f32(qs, t, b, bits, bf16)
-            rows_update(bits.view(np.float32), 32, x, b, acc, res, no_scales, None, t)
+            r = 0
+            while rows - r >= 8:
+                halves_block(wf, x, b, r, 8, acc, res)
+                r += 8
+            if rows - r >= 4:
+                halves_block(wf, x, b, r, 4, acc, res)
+                r += 4
+            if rows - r == 3:
+                halves_block(wf, x, b, r, 3, acc, res)
+            elif rows - r == 2:
+                halves_block(wf, x, b, r, 2, acc, res)
+            elif rows - r == 1:
+                halves_block(wf, x, b, r, 1, acc, res)
         out[:, t * TILE:(t + 1) * TILE] = res

@@ -23,10 +23,12 @@ Timed and dropped, both slower at 2 threads: half the dequantization on a helper
 (it shares a core with BLAS's spinning worker), and a numba parallel loop for it (its
 threads then spin against BLAS's).
 
-``DENSE_ROWS`` is where the dense way starts to win: c(T) of both ways, measured with
-``bench_quant.cost_curve`` (``llmnb bench quant``'s rows with "rows"; run here at 1 and at
-2 threads under ``llmnb.threads``): at 1 thread even at 24 rows, dense from 32; at 2 threads
-dense only from 64 (48 rows: 33 against 36 decode steps).
+``DENSE_ROWS`` is where the dense way starts to win. c(T) of both ways, in one-row products
+(``bench_quant.cost_curve``, ``llmnb bench quant``'s rows with "rows"; run at 1 and 2 threads
+under ``llmnb.threads`` in one session on the 2-core EPYC, ``env -u OPENBLAS_CORETYPE -u
+OPENBLAS_L2_SIZE``): at 1 thread the kernels 20.1 against 22.9 at 32 rows, dense 29.5 against
+30.1 at 48 and 36.0 against 40.7 at 64; at 2 threads the kernels up to 64 rows (46.1 against
+86.3 there, the dense way slowed as described above).
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ from llmnb.gguf.constants import GGMLType
 
 F32 = npt.NDArray[np.float32]
 
-DENSE_ROWS = 32             # from this many rows on, dequantize + sgemm (see the module docstring)
+DENSE_ROWS = 48             # from this many rows on, dequantize + sgemm (see the module docstring)
 
 
 def kind_code(w: PackedMatrix) -> int:

@@ -229,10 +229,13 @@ COL_BLOCK = 1024
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``).
 WIDE_ROWS = 4
 # A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
-# beats the kernels' few-row products from this many rows on: 157 against 205 ms at T = 8,
-# 174 against 169 at T = 6, 139 against 119 at T = 4 (SmolLM2-135M Q4_1, 150 cached tokens:
-# ``python -m llmnb.perf.bench_spec --threads 1 --paths quantized quantized+W@X.T``).
-WIDE_ROWS_QUANTIZED = 8
+# beats the kernels' few-row products (register-blocked, ``llmnb.kernels.matvec``) from this
+# many rows on: 163 against 191 ms at T = 32, 164 against 141 at T = 24, 99 against 49 at
+# T = 8 (SmolLM2-135M Q4_1, 150 cached tokens, one session, ``env -u OPENBLAS_CORETYPE -u
+# OPENBLAS_L2_SIZE python -m llmnb.perf.bench_spec --threads 1 --paths quantized
+# quantized+W@X.T``; at T = 32 the kernels' figure is dequantize + sgemm, DENSE_ROWS being 32
+# then).
+WIDE_ROWS_QUANTIZED = 32
 
 
 def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:

@@ -14,12 +14,14 @@ request (``Transformer.use_wide``) for float32 weights held in memory.
 Quantized weights get the copy only when asked (``generate_speculative(..., wide=True)``):
 dequantized, it is a float32 copy of the whole model (about 540 MB for SmolLM2-135M beside its
 98 MB of blocks), which undoes what the quantized residency is for. The kernels' few-row
-products (``llmnb.kernels``) read the blocks once for all rows but do every row's arithmetic,
-so their cost grows with T: on SmolLM2-135M's Q4_1 blocks (1 thread, 150 cached tokens,
-``python -m llmnb.perf.bench_spec --paths``) a batch of 8 / 16 / 32 rows cost 205 / 401 /
-685 ms against a quantized decode step of 33 ms (6.1 / 12.0 / 20.5 steps), where the
-dequantized wide copy cost 157 / 182 / 264 ms (4.7 / 5.5 / 7.9 of those steps). Below
-WIDE_ROWS_QUANTIZED rows the kernels stay cheaper (119 against 139 ms at T = 4).
+products (``llmnb.kernels``) read and convert the blocks once per block of up to 8 rows and do
+every row's arithmetic, so their cost still grows with T, but slowly enough that the copy only
+pays from WIDE_ROWS_QUANTIZED rows on: on SmolLM2-135M's Q4_1 blocks (1 thread, 150 cached
+tokens, one session, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m
+llmnb.perf.bench_spec --threads 1 --paths quantized quantized+W@X.T``) a batch of 4 / 8 / 16 /
+24 rows cost 27 / 49 / 93 / 141 ms through the kernels against a quantized decode step of
+9.6 ms (2.8 / 5.1 / 9.7 / 14.8 steps), and 99 / 129 / 164 ms at 8 / 16 / 24 rows through the
+dequantized wide copy.
 """
 from __future__ import annotations
 

@@ -191,7 +191,8 @@ def compile_time() -> list[dict[str, object]]:
     return [{"kernels": "numba compile (all kernels)", "cold_s": cold, "cached_s": cached}]
 
 
-def cost_curve(repeats: int = 5, counts: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
+def cost_curve(repeats: int = 5,
+               counts: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
                ggml_type: int = T.Q4_1, layers: int = 4) -> list[dict[str, object]]:
     """c(T): T rows through `layers` SmolLM2 layers' matrices, in one-row products (decode
     steps; several layers so one product is long enough to time steadily)."""
