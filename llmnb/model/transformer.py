@@ -39,8 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.model.blocks import (
-    apply_rope, attend, attention, attention_weights, geglu, head_rms_norm, linear, rms_norm,
-    rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
+    apply_rope_inplace, attend, attention, attention_weights, geglu, head_rms_norm, linear,
+    rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights, available_memory
@@ -88,6 +88,9 @@ class Transformer:
         self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
         # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
         self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
+        # cos and sin of every position up to the largest asked for so far, (P, rope_dim/2)
+        # each, global and sliding-window: built once per model, grown when a pass goes past
+        self.rope_cache: dict[bool, tuple[F32, F32]] = {}
         # attention() scales q.k by 1/sqrt(head_dim); a family with another scale rescales q
         self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
                         if config.attn_scale else 1.0)
@@ -128,8 +131,8 @@ class Transformer:
         nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         if positions is None:
             positions = np.arange(start, start + t, dtype=np.int64)
-        cos, sin = rope_tables(positions, self.inv_freq, self.rope_mscale)
-        cos_swa, sin_swa = rope_tables(positions, self.inv_freq_swa) if any(c.swa_layers) else (cos, sin)
+        cos, sin = self.rope_at(positions, False)                         # (T, rope_dim/2)
+        cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         h = self.weights.embed(ids)                                        # (T, d)
         if c.embd_scale != 1.0:
@@ -139,16 +142,20 @@ class Transformer:
             ww = self.wide[i] if self.wide else NARROW
             slides = c.swa_layers[i] if c.swa_layers else False
             x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
-            qkv = linear(x, lw.wqkv_t, ww.wqkv)                            # (T, nq + 2 nkv)
+            qkv = np.ascontiguousarray(linear(x, lw.wqkv_t, ww.wqkv))      # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
-            # q and k heads side by side, (nh + nkv, T, hd): normed per head, then rotated in one call
-            qk = qkv[:, :nq + nkv].reshape(t, -1, c.head_dim).transpose(1, 0, 2)
+            # q and k heads side by side as the projection wrote them, (T, nh + nkv, hd):
+            # normed per head, then rotated in place; every head below is a view of qkv
+            qk = qkv[:, :nq + nkv].reshape(t, -1, c.head_dim)
             if lw.q_norm is not None and lw.k_norm is not None:
-                qk = np.concatenate([head_rms_norm(qk[:c.n_head], lw.q_norm, c.rms_eps),
-                                     head_rms_norm(qk[c.n_head:], lw.k_norm, c.rms_eps)])
-            qk = apply_rope(qk, cos_swa, sin_swa) if slides else apply_rope(qk, cos, sin)
-            q, k = qk[:c.n_head], qk[c.n_head:]                                 # (nh, T, hd), (nkv, T, hd)
+                qk[:, :c.n_head] = head_rms_norm(qk[:, :c.n_head].transpose(1, 0, 2), lw.q_norm,
+                                                 c.rms_eps).transpose(1, 0, 2)
+                qk[:, c.n_head:] = head_rms_norm(qk[:, c.n_head:].transpose(1, 0, 2), lw.k_norm,
+                                                 c.rms_eps).transpose(1, 0, 2)
+            apply_rope_inplace(qk, cos_swa, sin_swa) if slides else apply_rope_inplace(qk, cos, sin)
+            q = qk[:, :c.n_head].transpose(1, 0, 2)                             # (nh, T, hd)
+            k = qk[:, c.n_head:].transpose(1, 0, 2)                             # (nkv, T, hd)
             if self.q_scale != 1.0:
                 q = q * np.float32(self.q_scale)
             v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
@@ -168,15 +175,29 @@ class Transformer:
             o = linear(a, lw.wo_t, ww.wo)                                  # (T, d)
             if lw.post_attn_norm is not None:
                 o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
-            h = h + o
+            h += o                                           # h is this pass's own: added in place
             x = rms_norm(h, lw.ffn_norm, c.rms_eps)
             gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                   # (T, 2 ff)
             act = geglu if c.ffn_act == "gelu" else swiglu
             f = linear(act(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t, ww.w_down)   # (T, d)
             if lw.post_ffn_norm is not None:
                 f = rms_norm(f, lw.post_ffn_norm, c.rms_eps)
-            h = h + f
+            h += f
         return rms_norm(h, self.weights.output_norm, c.rms_eps)
+
+    def rope_at(self, positions: I64, swa: bool) -> tuple[F32, F32]:
+        """RoPE's cos and sin at `positions`, (T, rope_dim/2) each: rows of tables built once
+        per model (``rope_tables`` of 0..P-1, the same values it gives at any position), grown
+        to twice the largest position asked for when a pass goes past them."""
+        need = int(positions.max()) + 1 if len(positions) else 1
+        table = self.rope_cache.get(swa)
+        if table is None or len(table[0]) < need:
+            size = max(need, 2 * (0 if table is None else len(table[0])), 256)
+            every = np.arange(size, dtype=np.int64)
+            table = (rope_tables(every, self.inv_freq_swa) if swa
+                     else rope_tables(every, self.inv_freq, self.rope_mscale))
+            self.rope_cache[swa] = table
+        return table[0][positions], table[1][positions]               # (T, rope_dim/2) each
 
     def _window_mask(self, layer: int, positions: I64, n_keys: int, cache: KVStore | None,
                      key_mask: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_] | None:

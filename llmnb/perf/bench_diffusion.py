@@ -22,9 +22,16 @@ recompute the whole canvas every step (no inter-step cache), on the same thread 
 after the other in this run. ``step_ratio`` = llama.cpp's time / llmnb's (above 1: llmnb faster).
 
 The inter-step cache's own table is ``llmnb bench cache`` (``bench_cache.py``).
+
+``python -m llmnb.perf.bench_diffusion --elementwise`` times the step's elementwise work on
+a canvas of SmolLM2's shapes both ways, the forward's numpy (``blocks.swiglu``, the attention
+softmax, ``blocks.rms_norm``) against one numexpr pass each: where numexpr would win is where
+the forward should use it.
 """
 from __future__ import annotations
 
+import argparse
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,7 @@ from llmnb.perf.bench_files import llada_copy
 from llmnb.perf.inputs import has_model
 from llmnb.perf.peaks import sgemm_gflops
 from llmnb.perf.peer import peer_exe, peer_step_ms
+from llmnb.perf.timing import median_time
 from llmnb.perf.worker import run_worker
 
 PROMPT_TOKENS = 32
@@ -99,3 +107,72 @@ def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list
     if not has_model("smollm2-135m", "diffusion"):
         return None
     return bench_diffusion(repeats=repeats, threads=threads, peer=peer, weights=weights)
+
+
+def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str, Any]]:
+    """Milliseconds of SwiGLU, the attention softmax and RMSNorm over `n_tokens` canvas rows
+    (SmolLM2-135M's d = 576, ff = 1536, 9 heads), the forward's numpy against numexpr, at
+    `threads` (numexpr's and BLAS's)."""
+    import numexpr as ne
+    import numpy as np
+
+    import llmnb
+    from llmnb.model.blocks import rms_norm, swiglu
+
+    rng = np.random.default_rng(0)
+    gu = rng.standard_normal((n_tokens, 2 * 1536)).astype(np.float32)    # (T, 2 ff)
+    g, u = gu[:, :1536], gu[:, 1536:]
+    scores = rng.standard_normal((3, 3, n_tokens, n_tokens)).astype(np.float32)
+    x = rng.standard_normal((n_tokens, 576)).astype(np.float32)
+    w = rng.standard_normal(576).astype(np.float32)
+    eps, d = np.float32(1e-5), np.float32(576)
+    buf = np.empty_like(g)
+
+    def softmax_numpy() -> None:
+        p = scores.copy()
+        p -= p.max(axis=-1, keepdims=True)
+        np.exp(p, out=p)
+        p /= p.sum(axis=-1, keepdims=True)
+
+    def softmax_numexpr() -> None:
+        p = scores.copy()
+        top = p.max(axis=-1, keepdims=True)
+        ne.evaluate("exp(p - top)", local_dict={"p": p, "top": top}, out=p)
+        p /= p.sum(axis=-1, keepdims=True)
+
+    def rms_numexpr() -> None:
+        ms = np.einsum("td,td->t", x, x)[:, None] / d
+        ne.evaluate("x / sqrt(ms + eps) * w", local_dict={"x": x, "ms": ms, "eps": eps, "w": w},
+                    out=np.empty_like(x))
+
+    cases = [("swiglu", lambda: swiglu(g, u),
+              lambda: ne.evaluate("g / (1 + exp(-g)) * u", local_dict={"g": g, "u": u}, out=buf)),
+             ("attention softmax", softmax_numpy, softmax_numexpr),
+             ("rms_norm", lambda: rms_norm(x, w, 1e-5), rms_numexpr)]
+    rows = []
+    with llmnb.threads(threads):
+        for name, numpy_f, numexpr_f in cases:
+            a, b = median_time(numpy_f, repeats), median_time(numexpr_f, repeats)
+            rows.append({"threads": threads, "T": n_tokens, "op": name, "numpy_ms": a * 1e3,
+                         "numexpr_ms": b * 1e3, "numexpr_speedup": a / b})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from llmnb.perf.table import print_rows
+
+    p = argparse.ArgumentParser(prog="python -m llmnb.perf.bench_diffusion",
+                                description="the diffusion step's elementwise work, numpy "
+                                            "against numexpr (llmnb bench diffusion times steps)")
+    p.add_argument("--elementwise", action="store_true", required=True)
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--tokens", type=int, nargs="+", default=[PROMPT_TOKENS + 64,
+                                                             PROMPT_TOKENS + 256])
+    a = p.parse_args(argv)
+    print_rows("elementwise work of a diffusion step (median ms)",
+               [r for n in a.threads for t in a.tokens for r in elementwise(n, t)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
