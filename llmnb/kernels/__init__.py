@@ -24,21 +24,21 @@ F32 = npt.NDArray[np.float32]
 def matmul(x: F32, w: PackedMatrix) -> F32:
     """x (T, n_in) float32 @ W.T -> (T, n_out): the quantized kernels for few rows, a
     dequantized slice and BLAS for many (``product.py``)."""
-    from llmnb.kernels import product
+    import llmnb.kernels.product as product
 
     return product.matmul(x, w)
 
 
 def rows(w: PackedMatrix, ids: npt.NDArray[np.int64]) -> F32:
     """Rows `ids` of W as float32 (len(ids), n_in), bit-identical to dequantizing them."""
-    from llmnb.kernels import product
+    import llmnb.kernels.product as product
 
     return product.rows(w, ids)
 
 
 def to_dense(w: PackedMatrix) -> F32:
     """W.T as float32 (n_in, n_out), bit-identical to ``dequantize(...).T``."""
-    from llmnb.kernels import product
+    import llmnb.kernels.product as product
 
     return product.to_dense(w)
 

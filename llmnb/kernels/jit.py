@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from llmnb.hub import cache_dir
-from llmnb.kernels.threads import wanted
+from llmnb.kernels.threads import on_load
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir() / "numba"))
 os.environ.setdefault("NUMBA_THREADING_LAYER_PRIORITY", "omp workqueue tbb")
@@ -60,4 +60,4 @@ def apply_threads(n: int | None) -> None:
     numba.set_num_threads(size if n is None else max(1, min(int(n), size)))
 
 
-apply_threads(wanted())
+on_load(apply_threads)

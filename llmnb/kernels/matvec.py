@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from llmnb.kernels import jit  # noqa: F401  (numba configured before the first compile)
+import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 
 TILE = 64
 SIXTEENTH = np.float32(0.0625)

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, prange
 
-from llmnb.kernels import jit  # noqa: F401  (numba configured before the first compile)
+import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 
 CHUNKS = 64
 

@@ -2,9 +2,10 @@
 every block; numba, loaded later by the first product, picks it up in ``jit.py``)."""
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 
 _wanted: list[int] = []
+_apply: list[Callable[[int | None], None]] = []      # numba's setter, once jit.py has loaded it
 
 
 def set_threads(n: int | None) -> int | None:
@@ -12,12 +13,17 @@ def set_threads(n: int | None) -> int | None:
     request. Applied at once when numba is loaded, else when it loads."""
     previous = _wanted[0] if _wanted else None
     _wanted[:] = [] if n is None else [int(n)]
-    if "llmnb.kernels.jit" in sys.modules:
-        from llmnb.kernels import jit
-
-        jit.apply_threads(n)
+    for apply in _apply:
+        apply(n)
     return previous
 
 
 def wanted() -> int | None:
     return _wanted[0] if _wanted else None
+
+
+def on_load(apply: Callable[[int | None], None]) -> None:
+    """``jit.py``, having loaded numba, hands over its thread setter: applied now to the count
+    asked for so far and to every later request (this module never imports numba)."""
+    _apply[:] = [apply]
+    apply(wanted())
