@@ -254,13 +254,16 @@ class BubbleController:
 
     def survival(self, j: int, tag: int, prior: float, n: int) -> list[float]:
         """S(1..n): the chance that the first i tokens of drafter j's draft tagged `tag` are all
-        accepted, the product of the conditional rates up to depth i - 1."""
+        accepted, the product of the conditional rates up to depth i - 1; it stops early once
+        S < 1e-4 (deeper tokens add nothing a round could gain)."""
         h = self.rates(j, tag, prior)
         out: list[float] = []
         s = 1.0
-        for i in range(n):
+        i = 0
+        while i < n and s >= 1e-4:
             s *= min(h[depth_bucket(i)], 0.999)
             out.append(s)
+            i += 1
         return out
 
     def _score(self, j: int, d: Draft, run: int, miss: bool, start: int = 0) -> None:
