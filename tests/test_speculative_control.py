@@ -12,7 +12,8 @@ from llmnb.ar import generate
 from llmnb.ar.drafters import Draft
 from llmnb.ar.speculative import generate_speculative
 from llmnb.ar.speculative_control import (
-    KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
+    DEPTHS, KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
+    geometric,
 )
 from llmnb.errors import UsageError
 from llmnb.model import Model
@@ -63,6 +64,7 @@ def test_calibrated_costs_are_the_measured_curve_and_never_below_a_step() -> Non
 def test_expected_tokens_is_the_geometric_sum() -> None:
     assert expected_tokens(0.5, 3) == 1 + 0.5 + 0.25 + 0.125
     assert expected_tokens(0.0, 9) == 1.0
+    assert 1 + sum(geometric(0.5, 3)) == expected_tokens(0.5, 3)
 
 
 def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
@@ -76,22 +78,38 @@ def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -
     assert c.verify_lengths([Draft([1, 2])]) == [2]              # no gate: verify every draft
 
 
-def test_an_unverified_draft_is_scored_by_the_run_it_would_have_had() -> None:
+def test_every_draft_is_scored_depth_by_depth_by_the_run_it_would_have_had() -> None:
     c = BubbleController([True], 4, 16, costs=VerifyCosts())
     d = Draft([1, 2, 3, 9], tag=2, prior=0.5)
-    hits, tries = 1.0, 2.0                            # the prior: 2 * 0.5 hits in 2 tries
-    c.after_round([d], [0], [0], [1])                 # a plain step: 1 matches, still open
-    hits, tries = 0.8 * hits + 1, 0.8 * tries + 1
-    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 1)
-    c.after_round([Draft([7], tag=3)], [0], [0], [2, 3])   # later drafts wait; 2, 3 match
-    hits, tries = 0.8 * hits + 2, 0.8 * tries + 2
-    assert c.alpha(0, 2) == hits / tries and c.shadow[0] == (d, 3)
-    c.after_round([Draft([7], tag=3)], [0], [0], [4])      # 9 != 4: a miss, done; then this
-    hits, tries = 0.8 * hits, 0.8 * tries + 1              # round's own draft: 7 != 4
-    assert abs(c.alpha(0, 2) - hits / tries) < 1e-12
-    assert c.alpha(0, 3) == 0.8 * 1.0 / (0.8 * 2.0 + 1) and c.shadow[0] is None
-    c.after_round([Draft([5, 6], tag=2)], [0], [0], [5, 6])   # used up: two of two, no miss
-    assert abs(c.alpha(0, 2) - (0.8 * hits + 2) / (0.8 * tries + 2)) < 1e-12 and c.shadow[0] is None
+    c.after_round([d], [0], [0], [1])                 # a plain step: depth 0 right, still open
+    h0 = (0.8 * 1.0 + 1) / (0.8 * 2.0 + 1)            # the prior: 2 * 0.5 hits in 2 tries
+    assert c.rates(0, 2)[0] == c.alpha(0, 2) == h0 and c.shadow[0] == [(d, 1)]
+    assert c.rates(0, 2)[1:] == [h0] * (DEPTHS - 1)    # deeper: the rate before, until seen
+    c.after_round([Draft([7], tag=3)], [0], [0], [2, 3])   # d: depths 1 and 2 right; 7 != 2
+    h12 = (0.8 * 2 * h0 + 1) / (0.8 * 2.0 + 1)
+    assert c.rates(0, 2)[:3] == [h0, h12, h12] and c.shadow[0] == [(d, 3)]
+    assert c.alpha(0, 3) == 0.8 * 1.0 / (0.8 * 2.0 + 1)   # the new draft missed at once
+    c.after_round([Draft([])], [0], [0], [4])         # 9 != 4: d missed at depth 3, done
+    assert abs(c.rates(0, 2)[3] - 0.8 * 2 * h12 / (0.8 * 2.0 + 1)) < 1e-12 and c.shadow[0] == []
+    c.after_round([Draft([5, 6], tag=2)], [2], [2], [5, 6, 8])   # verified: all of it right
+    assert c.shadow[0] == [] and c.rates(0, 2)[0] > h0
+
+
+def test_acceptance_is_conditioned_on_the_run_so_far() -> None:
+    # every other draft is wrong at its first token, the others right for all 40: a copy
+    # either re-joined at the right place or not. A per-token rate says a draft of 40 survives
+    # with alpha ** 40; the conditional rates say with about alpha
+    c = BubbleController([True], 4, 64, costs=linear_costs(2.0, 0.1))
+    text = list(range(100, 140))
+    d = Draft(text, tag=2, prior=0.5)
+    for i in range(20):
+        c.after_round([d], [0], [0], [0] if i % 2 else text)
+    h = c.rates(0, 2)
+    assert 0.3 < h[0] < 0.7 and all(x > 0.95 for x in h[1:])
+    s = c.survival(0, 2, 0.5, 40)
+    assert s[39] > 0.8 * s[0]                          # alpha ** 40: about 1e-14
+    assert c.verify_lengths([d]) == [40]               # worth the 41 rows of c = 2 + 0.1 T
+    assert c.best_k(geometric(h[0], 40), 0.0) == 0     # a per-token rate would not verify it
 
 
 def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> None:
@@ -100,18 +118,18 @@ def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> N
     assert c.draft_length(1) == 0                                # (the model drafter is not asked)
     c.costs = linear_costs(2.0, 0.1)                             # c(T) = 2 + 0.1 T steps
     assert c.draft_length(0) == 64                               # a free drafter: all it has
-    good, bad, model = (Draft(list(range(40)), tag=3), Draft(list(range(40)), tag=1),
-                        Draft(list(range(40))))
+    good, bad, model = (Draft(list(range(40)), tag=3), Draft(list(range(50, 90)), tag=1),
+                        Draft(list(range(60, 100))))
     c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
     for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
-        c.after_round([good, model], [40, 40], [40, 0], [0])
+        c.after_round([good, model], [40, 40], [40, 0], list(range(40)) + [99])
         c.after_round([bad, model], [40, 40], [0, 0], [0])
     assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1
-    a = c.alpha(0, 3)
-    want = c.best_k(a, 40, 0.0)
+    s = c.survival(0, 3, 0.5, 40)
+    want = c.best_k(s, 0.0)
     assert 20 < want <= 40 and c.verify_lengths([good, Draft([])]) == [want, 0]
-    rate = expected_tokens(a, want) / c.verify_cost(1 + want)
-    assert all(rate >= expected_tokens(a, n) / c.verify_cost(1 + n) for n in range(1, 41))
+    rate = (1 + sum(s[:want])) / c.verify_cost(1 + want)
+    assert all(rate >= (1 + sum(s[:n])) / c.verify_cost(1 + n) for n in range(1, 41))
     assert c.verify_lengths([bad, Draft([])]) == [0, 0]          # E ~ 1 token: a plain step
     assert c.verify_lengths([Draft([]), Draft([])]) == [0, 0]    # nothing drafted: a plain step
     assert c.k[1] == 0                                           # the costly drafter sits out

@@ -58,6 +58,22 @@ def test_lookup_follows_an_edited_copy_where_it_left_off() -> None:
     assert long.tokens == [27, 28] and long.tag == 8 and long.prior > 0.88  # a copy in progress
 
 
+def test_lookup_learns_an_edit_drafts_through_it_and_forgets_it_when_wrong() -> None:
+    text = [10, 11, 12, 13, 50, 51, 14, 15, 16, 17, 18, 50, 51, 19, 20, 21]
+    prompt = text + [0]                                          # then a copy, 50 51 -> 77
+    d = LookupDrafter()
+    assert propose(d, prompt + [10], 8) == [11, 12, 13, 50, 51, 14, 15, 16]
+    assert propose(d, prompt + [10, 11, 12, 13, 77], 8) == []    # wrong at 50; 77 is new
+    assert propose(d, prompt + [10, 11, 12, 13, 77, 14], 8) == [15, 16, 17, 18, 77, 19, 20, 21]
+    assert d.edits == {(50, 51): [77]}                           # the copy re-joined after 51
+    assert propose(d, prompt + [10, 11, 12, 13, 77, 14, 15, 16, 17, 18, 50], 2) == [51, 19]
+    assert d.edits == {}                                         # this time 50 was kept
+    plain = LookupDrafter(follow=False)
+    propose(plain, prompt + [10], 8)
+    propose(plain, prompt + [10, 11, 12, 13, 77, 14], 8)
+    assert plain.edits == {}                                     # only with follow
+
+
 def test_lookup_drafts_as_far_as_the_copied_text_goes() -> None:
     text = list(range(100, 160))                                 # 60 distinct tokens
     ctx = text + [0] + text[:20]                                 # copying, 20 tokens in

@@ -41,6 +41,13 @@ class LookupDrafter(Drafter):
     a name changed -- picks the text up again where it left off instead of at some later
     repetition of a common word. Without it: always the latest occurrence.
 
+    It also remembers *edits* (with `follow`): when a draft went wrong at a copied token and a
+    later match re-joins the copy within ``EDIT_SPAN`` tokens, the copied tokens in between were
+    replaced by the output's ("lighthouse" by "tower", ``width`` by ``length``). Later drafts
+    apply the latest ``EDITS`` such edits wherever their copied tokens recur, so a copy edited
+    throughout is drafted right through the edits; an edit whose draft token turns out wrong is
+    forgotten.
+
     A draft copies up to k tokens from there; past the end of the context the copy runs on
     into its own output (a loop of period p repeats). Its tag is the length of the match it
     copies, followed back up to ``LONG_MATCH`` tokens, in the buckets 1, 2, 3, 4-7, 8-15, 16+:
@@ -53,6 +60,8 @@ class LookupDrafter(Drafter):
 
     LONG_MATCH: Final = 16
     FOLLOW_SLACK: Final = 8
+    EDIT_SPAN: Final = 8        # the most tokens on either side of a remembered edit
+    EDITS: Final = 16           # edits remembered (the latest ones)
 
     free = True
 
@@ -68,11 +77,21 @@ class LookupDrafter(Drafter):
         self.ends: dict[tuple[int, ...], list[int]] = {}  # n-gram -> end of each occurrence
         self.src = -1                                   # where the last draft copied from ...
         self.src_ctx = 0                                # ... and the context length then
+        self.last: list[int] = []                       # the last draft, and for each of its
+        self.last_src: list[int] = []                   # tokens the position it copied (-1:
+        #                                                 past the context's end) ...
+        self.last_edit: list[tuple[int, ...]] = []      # ... and the edit it applied (())
+        self.pending = (-1, -1)                         # (copied, output) position of a miss
+        self.edits: dict[tuple[int, ...], list[int]] = {}   # copied tokens -> what replaced them
+        self.first: dict[int, tuple[int, ...]] = {}     # first copied token -> its edit's key
 
     def reset(self, capacity: int) -> None:
         self.tokens = []
         self.ends = {}
         self.src, self.src_ctx = -1, 0
+        self.last, self.last_src, self.last_edit = [], [], []
+        self.pending = (-1, -1)
+        self.edits, self.first = {}, {}
 
     def _extend(self, context: Sequence[int]) -> None:
         toks = self.tokens
@@ -91,12 +110,93 @@ class LookupDrafter(Drafter):
                 else:
                     ends.append(e)                      # ascending: e only grows
 
+    def _missed(self) -> int:
+        """Compare the last draft with the tokens committed since: where it first went wrong,
+        remember the copied and the output position (an edit starts there), and forget an edit
+        the draft applied at that token (it was wrong). Returns the copied position the
+        sequence has reached when all of them matched (the cursor), else -1."""
+        toks, base = self.tokens, self.src_ctx
+        a, n = 0, min(len(self.last), len(toks) - base)
+        while a < n and self.last[a] == toks[base + a]:
+            a += 1
+        cursor = -1
+        if a < n:
+            edit = self.last_edit[a]
+            if edit:
+                self._forget(edit)
+            self.pending = (self.last_src[a], base + a) if self.last_src[a] >= 0 else (-1, -1)
+        elif a < len(self.last) and self.last_src[a] >= 0 and not self.last_edit[a]:
+            cursor = self.last_src[a]
+        self.last = []
+        return cursor
+
+    def _forget(self, key: tuple[int, ...]) -> None:
+        self.edits.pop(key, None)
+        if self.first.get(key[0]) == key:
+            del self.first[key[0]]
+
+    def _learn(self, src: int, m: int) -> None:
+        """A match of m tokens before copied position `src` re-joins the copy after a miss:
+        the copied tokens from the miss to the match were replaced by the output's tokens from
+        the miss to the match. Remember that edit (within EDIT_SPAN tokens a side)."""
+        s, o = self.pending
+        self.pending = (-1, -1)
+        toks = self.tokens
+        s_end, o_end = src - m, len(toks) - m           # where the match starts on each side
+        if not (0 <= s < s_end <= s + self.EDIT_SPAN and o <= o_end <= o + self.EDIT_SPAN):
+            return
+        before, after = tuple(toks[s:s_end]), toks[o:o_end]
+        if list(before) == after:
+            return
+        old = self.first.get(before[0])
+        if old is not None:                             # one edit per first copied token
+            self._forget(old)
+        if len(self.edits) >= self.EDITS:               # the oldest goes
+            self._forget(next(iter(self.edits)))
+        self.edits[before] = after
+        self.first[before[0]] = before
+
+    def _copy(self, src: int, k: int) -> list[int]:
+        """Up to k tokens copied from position `src` on, each remembered edit applied where its
+        copied tokens recur; past the end of the context the copy copies its own output."""
+        toks, n_ctx = self.tokens, len(self.tokens)
+        out: list[int] = []
+        self.last_src, self.last_edit = [], []
+        p = src
+        while len(out) < k:
+            if p >= n_ctx:                              # past the end: the output so far
+                if p - n_ctx >= len(out):
+                    break
+                out.append(out[p - n_ctx])
+                self.last_src.append(-1)
+                self.last_edit.append(())
+                p += 1
+                continue
+            key = self.first.get(toks[p]) if self.follow else None
+            if key is not None and tuple(toks[p:p + len(key)]) == key:
+                after = self.edits[key]
+                out.extend(after)
+                self.last_src.extend([p] * len(after))
+                self.last_edit.extend([key] * len(after))
+                p += len(key)
+                continue
+            out.append(toks[p])
+            self.last_src.append(p)
+            self.last_edit.append(())
+            p += 1
+        del out[k:]
+        del self.last_src[k:]
+        del self.last_edit[k:]
+        return out
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler,
                 rng: np.random.Generator) -> Draft:
         self._extend(context)
         toks = self.tokens
         n_ctx = len(toks)
-        cursor = self.src + n_ctx - self.src_ctx if self.follow and self.src >= 0 else -1
+        cursor = self._missed() if self.follow else -1
+        if cursor < 0 and self.follow and self.src >= 0:
+            cursor = self.src + n_ctx - self.src_ctx
         for n in range(min(self.max_ngram, n_ctx), self.min_ngram - 1, -1):
             ends = self.ends.get(tuple(toks[n_ctx - n:]))
             if ends is None:
@@ -108,15 +208,16 @@ class LookupDrafter(Drafter):
                 if abs(near - cursor + 1) <= self.FOLLOW_SLACK:
                     end = near
             src = end + 1                               # the token after the match
-            self.src, self.src_ctx = src, n_ctx
-            out = toks[src:src + k]
-            period = n_ctx - src
-            while len(out) < k:                         # past the end: the copy copies itself
-                out.append(out[len(out) - period])
             m = n                                       # how far back the match goes
             while (m < self.LONG_MATCH and end - m >= 0
                    and toks[end - m] == toks[n_ctx - 1 - m]):
                 m += 1
+            if self.pending[0] >= 0:
+                self._learn(src, m)
+            self.src, self.src_ctx = src, n_ctx
+            out = self._copy(src, k)
+            if self.follow:
+                self.last = out
             tag = m if m < 4 else 4 if m < 8 else 8 if m < self.LONG_MATCH else self.LONG_MATCH
             return Draft(out, tag=tag, prior=tag / (tag + 1.0) if tag >= 8 else 0.5)
         return Draft([])

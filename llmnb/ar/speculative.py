@@ -155,6 +155,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     order = [j for j in range(len(ds)) if ds[j].free] + [j for j in range(len(ds))
                                                          if not ds[j].free]
     out = TextStream(model.tokenizer, max_new_tokens, stop, on_text)
+    eog = set(model.tokenizer.eog_ids)
     stats = GenerationStats(prompt_tokens=len(ids))
     rounds: list[SpecRound] = []
 
@@ -192,7 +193,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
                 ctrl.time_draft(j, len(dr) - 1, t_end - t_fed)
             else:                                            # all of it in propose
                 ctrl.time_draft(j, len(dr), t_end - t_j)
-            drafts[j] = dr.cut(kj)
+            drafts[j] = through_end(dr.cut(kj), eog)
             room -= len(drafts[j])
         t_verify = time.perf_counter()
         lengths = ctrl.verify_lengths(drafts)                # tokens of each draft to verify
@@ -215,6 +216,15 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     stats.new_tokens = len(out.tokens)
     return SpeculativeResult(ids, out.tokens, out.text, out.stop_reason, stats,
                              [d.name for d in ds], rounds)
+
+
+def through_end(d: Draft, eog: set[int]) -> Draft:
+    """`d` up to and including its first end-of-generation token: nothing after it can be
+    committed, so it is not worth a row of the verify batch."""
+    i = 0
+    while i < len(d.tokens) and d.tokens[i] not in eog:
+        i += 1
+    return d.cut(i + 1)
 
 
 def commit_tokens(out: TextStream, seq: list[int], committed: Sequence[int],

@@ -19,22 +19,26 @@ count, not to a prompt, so the process keeps one ``VerifyCosts`` per (model file
 (``costs_for``): a second call starts with what the first one measured.
 
 **Acceptance** (SuperSpec's *bubble controller*: a bubble is a drafted row the target computed
-and threw away). Per drafter, and per kind of draft (``Draft.tag``: a lookup's match length),
-exponentially weighted counts (factor 0.8) of draft tokens tried and accepted, starting from
-2 * prior hits in two tries (``Draft.prior``); alpha = hits / tries. A verified draft with a of
-its n tokens accepted adds a hits and a + [a < n] tries. A draft that was not verified is
-checked against the tokens committed in this round and the next ones, up to ``SHADOW`` tokens
-or its first miss, each round adding the hits and the miss it shows (its drafter's later drafts
-wait until it is done). So a kind of draft is judged by the run it would have had, not only by
-its first token. A draft of K tokens at acceptance
-alpha then yields E(K) = 1 + alpha + ... + alpha^K tokens (its accepted prefix and the
-target's own token).
+and threw away). A copying drafter is not wrong at random: a copy is right for a long stretch,
+then wrong where the text was edited, so the chance that its token i + 1 is accepted once its
+first i were is higher than the chance for its first token. The controller therefore keeps,
+per drafter, per kind of draft (``Draft.tag``: a lookup's match length) and per depth i (the
+buckets 0, 1, 2, 3, 4-7, 8-15, 16-31, 32+), the conditional acceptance h(i) = P(token i accepted
+| tokens 0..i-1 were): exponentially weighted counts (factor 0.8) of the drafts that reached
+depth i and of those whose token i was right. A depth not seen yet takes the rate of the one
+before it as its prior, worth two tries (depth 0: ``Draft.prior``), so with no evidence the
+model is geometric. Every draft, verified or not, is judged by the run it would have had: its
+tokens, all it proposed and not only the ones verified, are checked against the tokens
+committed in this round and the next ones, up to ``SHADOW`` tokens or its first miss, each
+round adding the hits and the miss it shows. A draft of K tokens then yields
+E(K) = 1 + S(1) + ... + S(K) tokens, with S(i) = h(0) h(1) ... h(i - 1) the chance that its
+first i tokens are all accepted (its accepted prefix and the target's own token).
 
 Decisions (``gate=True``, the default), once t_1 is known (until then every round is a plain
 step, and a costly drafter is not asked):
 
 - a free drafter (lookup, n-gram) is asked for as many tokens as its match supports, up to
-  k_max, and its draft is trimmed to K = argmax E(K) / c(1 + K);
+  k_max, and its draft is trimmed to K = argmax E(K) / c(1 + K), c the measured curve;
 - a costly drafter (a model) pays twice: d_j seconds per drafted token, and its catch-up,
   the tokens committed since it last ran, fed through its model in one batch at b_j seconds
   each after the first (the whole prompt before its first draft). Before anything else the
@@ -76,7 +80,8 @@ from llmnb.errors import UsageError
 from llmnb.model.model import Model
 
 K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, per drafter)
-SHADOW = 16           # tokens of an unverified draft checked against what gets committed
+SHADOW = K_LIMIT      # tokens of a draft checked against what gets committed
+DEPTHS = 8            # depth buckets of the conditional acceptance: 0, 1, 2, 3, 4-7, ..., 32+
 ALPHA_CEILING = 0.9   # the acceptance a model drafter is granted when asked "could it ever pay?"
 PROBE_SHARE = 0.25    # a probe may cost at most this share of what the drafter could save
 
@@ -175,10 +180,25 @@ def costs_for(model: Model) -> VerifyCosts:
 
 
 def expected_tokens(alpha: float, k: int) -> float:
-    """Tokens a round commits with a draft of k at per-token acceptance alpha:
+    """Tokens a round commits with a draft of k at a constant per-token acceptance alpha:
     1 + alpha + ... + alpha^k (the accepted prefix and the target's own token)."""
     al = min(alpha, 0.999)
     return (1.0 - al ** (k + 1)) / (1.0 - al)
+
+
+def geometric(alpha: float, n: int) -> list[float]:
+    """S(1..n) at a constant per-token acceptance alpha: alpha, alpha^2, ..., alpha^n."""
+    al, s = min(alpha, 0.999), 1.0
+    out: list[float] = []
+    for _ in range(n):
+        s *= al
+        out.append(s)
+    return out
+
+
+def depth_bucket(i: int) -> int:
+    """The bucket of draft depth i (0-based): 0, 1, 2, 3, then 4-7, 8-15, 16-31, 32+."""
+    return i if i < 4 else min(DEPTHS - 1, i.bit_length() + 1)
 
 
 class BubbleController:
@@ -196,8 +216,10 @@ class BubbleController:
         self.gate = gate
         self.decay = decay
         self.probe_every = probe_every
-        self.hits: dict[tuple[int, int], float] = {}    # (drafter, draft tag) -> weighted hits
-        self.tries: dict[tuple[int, int], float] = {}   # ... and weighted tokens tried
+        # (drafter, draft tag, depth bucket) -> weighted drafts whose token at that depth was
+        # right, and weighted drafts that reached that depth (their tokens before it right)
+        self.hits: dict[tuple[int, int, int], float] = {}
+        self.tries: dict[tuple[int, int, int], float] = {}
         self.draft_s = [0.0] * n          # seconds per drafted token, d (EMA)
         self.feed_s = [0.0] * n           # seconds per catch-up token after the first, b (EMA)
         self.timed = [False] * n          # a model drafter's step timed (``needs_timing``)
@@ -207,20 +229,61 @@ class BubbleController:
         self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
         self.costs = costs if costs is not None else VerifyCosts()
         self.k_used = [k] * n             # K per drafter in the last round (a free drafter's trim)
-        self.shadow: list[tuple[Draft, int] | None] = [None] * n   # an unverified draft and
-        #                                   how many of its tokens the committed ones matched
+        # per drafter, its drafts still being checked against the committed tokens, each with
+        # how many of its tokens the committed ones matched so far
+        self.shadow: list[list[tuple[Draft, int]]] = [[] for _ in range(n)]
 
     # -- what was measured --------------------------------------------------------------
+    def rates(self, j: int, tag: int = 0, prior: float = 0.5) -> list[float]:
+        """Drafter j's conditional acceptance h per depth bucket for drafts tagged `tag`: at
+        depth 0 its counts start at 2 * prior hits in two tries, at each deeper bucket at two
+        tries at the rate of the bucket before (the draft says its prior)."""
+        out: list[float] = []
+        before = prior
+        for b in range(DEPTHS):
+            key = (j, tag, b)
+            h = self.hits.get(key, 2.0 * before) / self.tries.get(key, 2.0)
+            out.append(h)
+            before = h
+        return out
+
     def alpha(self, j: int, tag: int = 0, prior: float = 0.5) -> float:
-        """Drafter j's recent per-token acceptance rate for drafts tagged `tag` (the counts
-        start at 2 * prior hits in two tries; the draft says its prior)."""
-        key = (j, tag)
+        """Drafter j's recent acceptance of the first token of drafts tagged `tag`."""
+        key = (j, tag, 0)
         return self.hits.get(key, 2.0 * prior) / self.tries.get(key, 2.0)
 
-    def _score(self, j: int, d: Draft, hits: int, tries: int) -> None:
-        key = (j, d.tag)
-        self.hits[key] = self.decay * self.hits.get(key, 2.0 * d.prior) + hits
-        self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries
+    def survival(self, j: int, tag: int, prior: float, n: int) -> list[float]:
+        """S(1..n): the chance that the first i tokens of drafter j's draft tagged `tag` are all
+        accepted, the product of the conditional rates up to depth i - 1; it stops early once
+        S < 1e-4 (deeper tokens add nothing a round could gain)."""
+        h = self.rates(j, tag, prior)
+        out: list[float] = []
+        s = 1.0
+        i = 0
+        while i < n and s >= 1e-4:
+            s *= min(h[depth_bucket(i)], 0.999)
+            out.append(s)
+            i += 1
+        return out
+
+    def _score(self, j: int, d: Draft, run: int, miss: bool, start: int = 0) -> None:
+        """Drafter j's draft `d` showed `run` more right tokens from depth `start` on, then a
+        wrong one if `miss`."""
+        hits = [0] * DEPTHS
+        tries = [0] * DEPTHS
+        for i in range(start, start + run):
+            b = depth_bucket(i)
+            hits[b] += 1
+            tries[b] += 1
+        if miss:
+            tries[depth_bucket(start + run)] += 1
+        h = self.rates(j, d.tag, d.prior)            # the priors of buckets not seen yet
+        for b in range(DEPTHS):
+            if tries[b] > 0:
+                key = (j, d.tag, b)
+                self.hits[key] = self.decay * self.hits.get(key, 2.0 * (d.prior if b == 0 else
+                                                                         h[b - 1])) + hits[b]
+                self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries[b]
 
     def time_draft(self, j: int, tokens: int, seconds: float) -> None:
         """`tokens` draft steps (forward passes of one token) took `seconds`."""
@@ -278,38 +341,37 @@ class BubbleController:
         return self.gate and self.costs.t_step > 0.0
 
     # -- decisions ----------------------------------------------------------------------
-    def rate(self, alpha: float, k: int, per_draft: float, per_fed: float = 0.0) -> float:
-        """Tokens per second of a round verifying a draft of k at acceptance alpha, drafting
-        at `per_draft` seconds a token after catching up the round before's E - 1 tokens
-        beyond its first at `per_fed` each (k = 0: a plain step)."""
-        e = expected_tokens(alpha, k)
+    def rate(self, surv: Sequence[float], k: int, per_draft: float, per_fed: float = 0.0) -> float:
+        """Tokens per second of a round verifying the first k tokens of a draft whose
+        survival is `surv` (S(1), S(2), ...), drafting at `per_draft` seconds a token after
+        catching up the round before's E - 1 tokens beyond its first at `per_fed` each
+        (k = 0: a plain step)."""
+        e = 1.0 + sum(surv[:k])
         return e / (self.costs.predict(1 + k) + k * per_draft + (e - 1.0) * per_fed)
 
-    def best_k(self, alpha: float, k_max: int, per_draft: float, per_fed: float = 0.0) -> int:
-        """argmax_K of ``rate`` over 1..k_max, or 0 when no K beats plain decode steps."""
-        al = min(alpha, 0.999)
-        best, best_rate, power = 0, 1.0 / self.t_step, al
-        for kk in range(1, k_max + 1):
-            power *= al                                  # al^(kk+1)
-            e = (1.0 - power) / (1.0 - al)
+    def best_k(self, surv: Sequence[float], per_draft: float, per_fed: float = 0.0) -> int:
+        """argmax_K of ``rate`` over 1..len(surv), or 0 when no K beats plain decode steps."""
+        best, best_rate, e = 0, 1.0 / self.t_step, 1.0
+        for kk in range(1, len(surv) + 1):
+            e += surv[kk - 1]
             cost = self.costs.predict(1 + kk) + kk * per_draft + (e - 1.0) * per_fed
             rate = e / cost
             if rate > best_rate:
                 best, best_rate = kk, rate
         return best
 
-    def worth(self, j: int, alpha: float, k: int, behind: int, remaining: int,
+    def worth(self, j: int, surv: Sequence[float], k: int, behind: int, remaining: int,
               share: float, probe: int = 0) -> bool:
         """Does drafter j's catch-up pay: do the `behind` tokens it has to feed, beyond what a
-        round drafting k at acceptance alpha feeds anyway, and a `probe` of that many tokens,
+        round drafting k at survival `surv` feeds anyway, and a `probe` of that many tokens,
         cost at most `share` of the seconds that round's rate saves over the `remaining`
         tokens?"""
         if k <= 0:
             return False
         d, b = self.draft_s[j], self.per_fed(j)
-        steady = self.rate(alpha, k, d, b)
+        steady = self.rate(surv, k, d, b)
         gain = remaining * (self.t_step - 1.0 / steady) if steady > 0.0 else 0.0
-        price = max(0.0, behind - expected_tokens(alpha, k)) * b + probe * d
+        price = max(0.0, behind - 1.0 - sum(surv[:k])) * b + probe * d
         return gain > 0.0 and price <= share * gain
 
     def draft_length(self, j: int, drafts: Sequence[Draft] = (), behind: int = 1,
@@ -334,21 +396,22 @@ class BubbleController:
         if self.k[j] == 0 or not self.ran[j]:     # sitting out, or not tried yet: a probe?
             if self.ran[j] and self.paused[j] < self.probe_gap[j]:
                 return 0
-            ceiling = max(ALPHA_CEILING, self.alpha(j))
-            kk = self.best_k(ceiling, self.k_max, d, b)
+            ceiling = geometric(max(ALPHA_CEILING, self.alpha(j)), self.k_max)
+            kk = self.best_k(ceiling, d, b)
             if not self.worth(j, ceiling, kk, behind, remaining, PROBE_SHARE, probe=1):
                 return 0
             if self.ran[j]:                       # twice as long a rest if it fails again
                 self.probe_gap[j] *= 2
             self.paused[j] = 0
             return 1
-        if not self.worth(j, self.alpha(j), self.k[j], behind, remaining, 1.0):
+        own_surv = self.survival(j, 0, 0.5, self.k[j])
+        if not self.worth(j, own_surv, self.k[j], behind, remaining, 1.0):
             return 0
-        own = self.rate(self.alpha(j), self.k[j], d, b)
+        own = self.rate(own_surv, self.k[j], d, b)
         for i, dr in enumerate(drafts):
             if self.free[i] and len(dr) > 0:
-                a = self.alpha(i, dr.tag, dr.prior)
-                if self.rate(a, self.best_k(a, len(dr), 0.0), 0.0) >= own:
+                s = self.survival(i, dr.tag, dr.prior, len(dr))
+                if self.rate(s, self.best_k(s, 0.0), 0.0) >= own:
                     return 0
         return self.k[j]
 
@@ -362,21 +425,21 @@ class BubbleController:
         if not self.costed:                       # time a plain step first
             return [0] * len(drafts)
         # each draft trimmed to its own best length (drafting is paid for already) ...
-        alphas = [self.alpha(j, d.tag, d.prior) for j, d in enumerate(drafts)]
-        trim = [self.best_k(a, n, 0.0) if n > 0 else 0 for a, n in zip(alphas, lengths)]
+        survs = [self.survival(j, d.tag, d.prior, len(d)) for j, d in enumerate(drafts)]
+        trim = [self.best_k(s, 0.0) if len(s) > 0 else 0 for s in survs]
         for j, n in enumerate(trim):
             if self.free[j]:
                 self.k_used[j] = n
         # ... then the batch built greedily, best draft first, while its rate goes up
         order = sorted((j for j in range(len(drafts)) if trim[j] > 0),
-                       key=lambda j: -self.rate(alphas[j], trim[j], 0.0))
+                       key=lambda j: -self.rate(survs[j], trim[j], 0.0))
         lengths = [0] * len(drafts)
         tree = TokenTree()
         best = 1.0 / self.t_step                  # a plain step
         for j in order:
             rows = len(tree) + trim[j] - tree.shared(drafts[j].tokens[:trim[j]])
             lengths[j] = trim[j]
-            rate = self._yield(alphas, lengths) / self.costs.predict(rows)
+            rate = self._yield(survs, lengths) / self.costs.predict(rows)
             if rate > best:
                 best = rate
                 tree.add(drafts[j].tokens[:trim[j]])
@@ -385,71 +448,65 @@ class BubbleController:
         return lengths
 
     @staticmethod
-    def _yield(alphas: Sequence[float], lengths: Sequence[int]) -> float:
+    def _yield(survs: Sequence[Sequence[float]], lengths: Sequence[int]) -> float:
         """Expected tokens of a round verifying lengths[j] tokens of each draft: 1 + sum over i
         of P(some draft keeps at least i tokens), the drafts taken as independent."""
         total, i = 1.0, 1
         while i <= max(lengths):
             miss = 1.0
-            for a, n in zip(alphas, lengths):
+            for s, n in zip(survs, lengths):
                 if n >= i:
-                    miss *= 1.0 - min(a, 0.999) ** i
+                    miss *= 1.0 - s[i - 1]
             total += 1.0 - miss
             i += 1
         return total
 
-    def _follow(self, j: int, committed: Sequence[int]) -> None:
-        """Check drafter j's unverified draft against `committed`, the round's tokens, and
-        score what they show at once (a tokens matched, and a miss if one did not); it is done
-        once it misses or SHADOW (or all) of its tokens matched."""
-        pending = self.shadow[j]
-        if pending is None:
-            return
-        d, matched = pending
+    def _check(self, j: int, d: Draft, matched: int, committed: Sequence[int]) -> int:
+        """Check drafter j's draft `d`, of which `matched` tokens were right so far, against
+        `committed`, the round's tokens, and score what it shows at once (the tokens it matched,
+        and a miss if one did not); the tokens matched now, or -1 once it is done: it missed or
+        SHADOW (or all) of its tokens matched."""
         want = min(len(d), SHADOW)
-        hits, miss = 0, 0
+        hits, miss = 0, False
         for tok in committed:
             if matched + hits == want:
                 break
             if d.tokens[matched + hits] != tok:
-                miss = 1
+                miss = True
                 break
             hits += 1
-        self._score(j, d, hits, hits + miss)
-        matched += hits
-        self.shadow[j] = None if miss or matched == want else (d, matched)
+        self._score(j, d, hits, miss, matched)
+        return -1 if miss or matched + hits == want else matched + hits
 
     def after_round(self, drafts: Sequence[Draft], lengths: Sequence[int], accepted: Sequence[int],
                     committed: Sequence[int]) -> None:
-        """Score the drafts (a verified branch: its bubble; an unverified draft: the run it
-        would have had among the `committed` tokens of this and the next rounds), then set
-        every drafter's next K."""
+        """Score the drafts (each by the run it has among the `committed` tokens of this and
+        the next rounds: all its tokens, verified or not), then set every drafter's next K
+        (the bubble rule without costs)."""
         for j, d in enumerate(drafts):
             n = lengths[j]
             if len(d) > 0:
                 self.ran[j] = True
-            if n == 0 and len(d) > 0:
-                self._follow(j, committed)                # the earlier draft, if still open
-                if self.shadow[j] is None:
-                    self.shadow[j] = (d, 0)
-                    self._follow(j, committed)
-                continue
-            self.shadow[j] = None                         # verified (or no draft): its own
-            if n > 0:                                     # outcome counts
-                a = accepted[j]
-                self._score(j, d, a, a + (1 if a < n else 0))
-                if self.adaptive and not self.costed:     # the bubble rule
-                    bubble = n - a
-                    if bubble == 0 and n >= self.k[j]:
-                        self.k[j] = min(self.k_max, self.k[j] + (self.k[j] + 1) // 2)
-                    elif bubble > 0:
-                        self.k[j] = max(1, self.k[j] - (bubble + 1) // 2)
+            still: list[tuple[Draft, int]] = []
+            for dj, matched in [*self.shadow[j], (d, 0)]:   # the earlier drafts still open,
+                if len(dj) > 0:                               # then this round's
+                    m = self._check(j, dj, matched, committed)
+                    if m >= 0:
+                        still.append((dj, m))
+            self.shadow[j] = still
+            if n > 0 and self.adaptive and not self.costed:    # the bubble rule
+                bubble = n - accepted[j]
+                if bubble == 0 and n >= self.k[j]:
+                    self.k[j] = min(self.k_max, self.k[j] + (self.k[j] + 1) // 2)
+                elif bubble > 0:
+                    self.k[j] = max(1, self.k[j] - (bubble + 1) // 2)
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
             if self.free[j] or self.draft_s[j] == 0.0:    # k_max, trimmed by verify_lengths; or
                 continue                                  # its step not timed yet
-            kk = self.best_k(self.alpha(j), self.k_max, self.draft_s[j], self.per_fed(j))
+            kk = self.best_k(self.survival(j, 0, 0.5, self.k_max), self.draft_s[j],
+                             self.per_fed(j))
             if kk > 0:
                 self.paused[j], self.probe_gap[j] = 0, self.probe_every
             else:                                         # cannot pay: sit out (a probe is

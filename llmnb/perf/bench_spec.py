@@ -139,13 +139,53 @@ def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
             "identical": all(r["identical"] for r in rows), "accepted": acc, "proposed": prop}
 
 
-def worker(model: str, threads: int, repeats: int,
-           weights: str = "quantized") -> list[dict[str, Any]]:
+def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = True,
+                repeats: int = 3, wide: bool | None = None) -> dict[str, Any]:
+    """One prompt on a loaded model: ``llmnb.generate`` (greedy) and ``generate_speculative``
+    with `drafters`, one warm-up run of each (the tokens and text must be identical, else a
+    RuntimeError), then `repeats` timed runs alternating plain / speculative. A row: the ratio
+    of the median wall times of the whole calls (prefill + decode), tokens per target forward,
+    accepted and verified draft tokens per drafter, the last speculative result ("result") and
+    the plain one ("reference")."""
+    import llmnb
+    from llmnb.ar.speculative import generate_speculative
+
+    ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)                 # warm-up
+    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat, wide=wide)
+    if (r.tokens, r.text) != (ref.tokens, ref.text):
+        raise RuntimeError(f"bench spec: {[d.name for d in drafters]} changed the output of "
+                           f"{prompt[:40]!r}")
+    plain_t, spec_t = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)
+        t1 = time.perf_counter()
+        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat, wide=wide)
+        t2 = time.perf_counter()
+        plain_t.append(t1 - t0)
+        spec_t.append(t2 - t1)
+    acc = {d.name: sum(x.accepted[j] for x in r.rounds) for j, d in enumerate(drafters)}
+    prop = {d.name: sum(x.proposed[j] for x in r.rounds) for j, d in enumerate(drafters)}
+    verified = sum(prop.values())
+    speedup = statistics.median(plain_t) / statistics.median(spec_t)
+    return {"prompts": 1, "speedup_geomean": speedup, "speedup_min": speedup,
+            "speedup_max": speedup,
+            "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
+            "spec_tok_s": len(ref.tokens) / statistics.median(spec_t),
+            "tok_per_fwd": r.tokens_per_forward,
+            "acceptance": sum(acc.values()) / verified if verified else None,
+            "acceptance_by_drafter": acceptance_text(acc, prop),
+            "verified_rounds": sum(1 for x in r.rounds if x.rows > 1),
+            "rounds": len(r.rounds), "mean_tokens": float(len(ref.tokens)),
+            "identical": True, "accepted": acc, "proposed": prop, "result": r, "reference": ref}
+
+
+def worker(model: str, threads: int, repeats: int, weights: str = "quantized",
+           only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """One model at one thread count on one weights kind (run by ``bench_spec`` in a fresh
-    process)."""
+    process); `only`: these prompt sets (default: all)."""
     import llmnb
     from llmnb.ar.drafters import Drafter, make_drafter
-    from llmnb.ar.speculative import generate_speculative
     from llmnb.quant.gguf_file import quantize_file
 
     rows: list[dict[str, Any]] = []
@@ -154,7 +194,8 @@ def worker(model: str, threads: int, repeats: int,
                 else llmnb.hub.resolve(model))
         m = llmnb.load(path, weights=weights)                   # plain and speculative alike
         weights = m.transformer.weights.weights                  # weights ready before timing
-        sets = tiny_sets() if model == "tiny-ar" else SMOL_SETS
+        sets = {name: v for name, v in (tiny_sets() if model == "tiny-ar" else SMOL_SETS).items()
+                if not only or name in only}
         n = MAX_NEW[model]
         pool: dict[str, Drafter] = {}
         for names in (x for set_name in sets for x in DRAFTERS[model, set_name]):
@@ -173,40 +214,12 @@ def worker(model: str, threads: int, repeats: int,
                 verify = ("wide" if wide or weights == "f32" else "kernels")
                 per_prompt: list[dict[str, Any]] = []
                 for label, (prompt, chat) in prompts.items():
-                    ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)       # warm-up
-                    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
-                                             wide=wide)
-                    if r.tokens != ref.tokens:
-                        raise RuntimeError(f"bench spec: {model} {names} changed the output of "
-                                           f"{label!r}")
-                    plain_t, spec_t = [], []
-                    for _ in range(repeats):
-                        t0 = time.perf_counter()
-                        llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)
-                        t1 = time.perf_counter()
-                        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
-                                                 wide=wide)
-                        t2 = time.perf_counter()
-                        plain_t.append(t1 - t0)
-                        spec_t.append(t2 - t1)
-                    acc = {d.name: sum(x.accepted[j] for x in r.rounds)
-                           for j, d in enumerate(drafters)}
-                    prop = {d.name: sum(x.proposed[j] for x in r.rounds)
-                            for j, d in enumerate(drafters)}
-                    one = {"model": model, "weights": weights, "verify": verify,
-                           "threads": threads, "set": set_name,
-                           "drafters": "+".join(names), "prompt": label, "prompts": 1,
-                           "speedup_geomean": statistics.median(plain_t) / statistics.median(spec_t),
-                           "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
-                           "spec_tok_s": len(ref.tokens) / statistics.median(spec_t),
-                           "tok_per_fwd": r.tokens_per_forward,
-                           "verified_rounds": sum(1 for x in r.rounds if x.rows > 1),
-                           "rounds": len(r.rounds), "mean_tokens": float(len(ref.tokens)),
-                           "identical": True, "accepted": acc, "proposed": prop}
-                    one["speedup_min"] = one["speedup_max"] = one["speedup_geomean"]
-                    verified = sum(prop.values())
-                    one["acceptance"] = sum(acc.values()) / verified if verified else None
-                    one["acceptance_by_drafter"] = acceptance_text(acc, prop)
+                    one = time_prompt(m, prompt, drafters, n, chat, repeats, wide)
+                    one.pop("result")
+                    one.pop("reference")
+                    one.update({"model": model, "weights": weights, "verify": verify,
+                                "threads": threads, "set": set_name, "drafters": "+".join(names),
+                                "prompt": label})
                     per_prompt.append(one)
                 rows.extend(per_prompt)
                 rows.append(summary(per_prompt, "geo. mean"))
@@ -253,13 +266,8 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     "quantized" (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize +
     sgemm from DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
     W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized decode step)."""
-    import numpy as np
-
     import llmnb
-    from llmnb.ar.kv_cache import KVCache
     from llmnb.ar.speculative_control import KNOTS
-    from llmnb.ar.speculative_verify import verify
-    from llmnb.perf.timing import median_time
 
     rows = KNOTS if rows is None else rows
     out: list[dict[str, Any]] = []
@@ -269,26 +277,41 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
             kind = "quantized" if path.startswith("quantized") else "f32"
             if kind not in loaded:
                 loaded[kind] = llmnb.load(model, weights=kind)
-            m = loaded[kind]
-            tr = m.transformer
-            tr.use_wide(path.endswith("W@X.T"), quantized=True)
-            cache = KVCache(m.config, context + max(rows))
-            tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
-                       last_only=True)
-            cache.commit()
-
-            def batch(t: int) -> Callable[[], None]:
-                def run() -> None:
-                    verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
-                    cache.truncate(context)
-                return run
-
-            one = median_time(batch(1), repeats)                # a plain step on these weights
-            secs = [one if t == 1 else median_time(batch(t), repeats) for t in rows]
+            ts = rows if rows[0] == 1 else (1, *rows)          # T = 1: the unit
+            secs = verify_cost_curve(loaded[kind], ts, path.endswith("W@X.T"), repeats, context)
             out += [{"model": model, "threads": threads, "path": path, "rows": t, "ms": 1e3 * s,
-                     "decode_steps": s / one} for t, s in zip(rows, secs)]
-            tr.use_wide(False)
+                     "decode_steps": s / secs[0]} for t, s in zip(ts, secs) if t in rows]
     return out
+
+
+def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 5,
+                      context: int = 150) -> list[float]:
+    """Median seconds of ``llmnb.ar.speculative_verify.verify`` over `rows[i]` rows (the root
+    and one branch) after `context` cached tokens on a loaded model, with its wide copy
+    (``Transformer.use_wide``, a dequantized one for quantized weights) or without; rows[0]
+    should be 1, a plain step on the same weights. The model is left without the wide copy."""
+    import numpy as np
+
+    from llmnb.ar.kv_cache import KVCache
+    from llmnb.ar.speculative_verify import verify
+    from llmnb.perf.timing import median_time
+
+    tr = m.transformer
+    tr.use_wide(wide, quantized=True)
+    cache = KVCache(m.config, context + max(rows))
+    tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
+               last_only=True)
+    cache.commit()
+
+    def batch(t: int) -> Callable[[], None]:
+        def run() -> None:
+            verify(tr, cache, 1, [list(range(2, 1 + t))])       # the root and one branch
+            cache.truncate(context)
+        return run
+
+    secs = [median_time(batch(t), repeats) for t in rows]
+    tr.use_wide(False)
+    return secs
 
 
 def main(argv: list[str] | None = None) -> int:
