@@ -244,6 +244,9 @@ def halves_block(wf, x, b, r, nr, acc, res):  # type: ignore[no-untyped-def]
 
 
 BLOCK = 8       # rows per block at most (8 rows x 4 converted vectors: 32 x values in registers)
+# Each kernel below writes the block schedule out (blocks of 8, then one of 4, then 3, 2 or 1)
+# with constant sizes: numba inlines each call and unrolls its row loop for that size, which a
+# size chosen at run time, or a block function passed in, would not get.
 
 
 @njit(parallel=True, fastmath={"contract"}, cache=True)
