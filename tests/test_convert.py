@@ -349,7 +349,7 @@ def test_missing_tensor_is_named(tmp_path: Path) -> None:
     del src["model.layers.1.mlp.up_proj.weight"]
     (tmp_path / "config.json").write_text(json.dumps(checkpoint_config("dream")))
     write_safetensors(tmp_path / "model.safetensors", src)
-    with pytest.raises(ConvertError, match=r"tensor for 'blk.1.ffn_up.weight' is missing"):
+    with pytest.raises(ConvertError, match=r"tensor 'blk.1.ffn_up.weight' is missing"):
         convert_checkpoint(tmp_path, tmp_path / "o.gguf")
     assert not (tmp_path / "o.gguf").exists()
 
@@ -407,3 +407,16 @@ def test_cli_convert_takes_every_supported_arch(arch: str, tmp_path: Path,
                      "--arch", arch]) == EXIT_INPUT
     err = capsys.readouterr().err
     assert "config.json" in err and "invalid choice" not in err
+
+
+def test_wrong_shape_names_both_tensors(tmp_path: Path) -> None:
+    src = random_checkpoint("dream", 0)
+    w = src["model.layers.0.mlp.down_proj.weight"]
+    src["model.layers.0.mlp.down_proj.weight"] = w[:, :-1].copy()
+    (tmp_path / "config.json").write_text(json.dumps(checkpoint_config("dream")))
+    write_safetensors(tmp_path / "model.safetensors", src)
+    with pytest.raises(ConvertError, match=r"tensor 'blk.0.ffn_down.weight': expected shape "
+                       r"\(\d+, \d+\), got \(\d+, \d+\) \(checkpoint tensor "
+                       r"'model.layers.0.mlp.down_proj.weight'\), as config.json gives"):
+        convert_checkpoint(tmp_path, tmp_path / "o.gguf")
+    assert not (tmp_path / "o.gguf").exists()

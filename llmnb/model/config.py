@@ -15,6 +15,7 @@ For these files ``config.arch`` is the model type and ``config.convention`` is `
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -348,3 +349,18 @@ def tensor_shapes(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_d
         if post_norms:
             want |= {p + "post_attention_norm.weight": (n_embd,), p + "post_ffw_norm.weight": (n_embd,)}
     return want
+
+
+def shape_problem(want: dict[str, tuple[int, ...]],
+                  found: Mapping[str, tuple[int, ...]]) -> tuple[str, str] | None:
+    """The first tensor of `want` (``tensor_shapes``) that `found` (name -> shape) lacks or
+    holds with another shape: its name and what is wrong, said as "tensor 'name' ..."; None
+    when every one matches. The loader and the converter each raise their own error with it,
+    saying where they looked."""
+    for name, shape in want.items():
+        have = found.get(name)
+        if have is None:
+            return name, f"tensor {name!r} is missing (expected shape {shape})"
+        if tuple(have) != shape:
+            return name, f"tensor {name!r}: expected shape {shape}, got {tuple(have)}"
+    return None

@@ -44,7 +44,7 @@ from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, STRING, UINT32
 from llmnb.gguf.reader import MetadataField
 from llmnb.gguf.writer import atomic_path
 from llmnb.model.config import DIFFUSION_ARCHS, PERMUTED_ARCHS, SUPPORTED_ARCHS, check_heads, \
-    tensor_shapes
+    shape_problem, tensor_shapes
 from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rope_factors, \
     read_config, read_gemma3, read_hparams
 from llmnb.model.safetensors import TensorEntry, check_dtype, read_checkpoint_index, \
@@ -151,14 +151,11 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
                            f"or model.transformer.wte.weight)")
     biases = "blk.0.attn_q.bias" in mapped
     want = expected_shapes(hp, emb.shape[0], biases, "output.weight" in mapped, arch == "gemma3")
-    for name, shape in want.items():
-        found = mapped.get(name)
-        if found is None:
-            raise ConvertError(f"{hf}: tensor for {name!r} is missing (expected shape {shape} "
-                               f"from config.json)")
-        if found.shape != shape:
-            raise ConvertError(f"{hf}: tensor {found.name!r}: expected shape {shape} from "
-                               f"config.json, got {found.shape}")
+    problem = shape_problem(want, {name: entry.shape for name, entry in mapped.items()})
+    if problem is not None:
+        name, what = problem
+        source = f" (checkpoint tensor {mapped[name].name!r})" if name in mapped else ""
+        raise ConvertError(f"{hf}: {what}{source}, as config.json gives the shapes")
     extra = sorted(set(mapped) - set(want))
     if extra:
         raise ConvertError(f"{hf}: tensors {[mapped[n].name for n in extra]}: expected "

@@ -43,7 +43,7 @@ from llmnb.gguf.reader import GGUFFile
 from llmnb.kernels import KERNEL_TYPES, PackedMatrix, PackedParts, pack, packed_bytes_per_weight
 from llmnb.kernels.layout import SCRATCH_BYTES, TILE
 from llmnb.model.blocks import Product
-from llmnb.model.config import ModelConfig, ModelError, tensor_shapes
+from llmnb.model.config import ModelConfig, ModelError, shape_problem, tensor_shapes
 from llmnb.quant import FORMATS, dequantize
 
 F32 = npt.NDArray[np.float32]
@@ -287,14 +287,11 @@ class Weights:
         c = self.config
         want = tensor_shapes(c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
                              c.vocab_size, c.qkv_bias, not c.tied_output, c.qk_norm, c.post_norms)
-        for name, shape in want.items():
-            info = self.file.tensors.get(name)
-            if info is None:
-                raise ModelError(f"{self.file.path}: tensor {name!r} is missing "
-                                 f"(expected shape {shape})")
-            if info.shape != shape:
-                raise ModelError(f"{self.file.path}: tensor {name!r}: expected shape {shape}, "
-                                 f"got {info.shape}")
+        problem = shape_problem(want, {n: t.shape for n, t in self.file.tensors.items()})
+        if problem is not None:
+            raise ModelError(f"{self.file.path}: {problem[1]}")
+        for name in want:
+            info = self.file.tensors[name]
             fmt = FORMATS.get(info.ggml_type)
             if fmt is None or not fmt.can_dequantize:
                 supported = ", ".join(type_name(t) for t, q in FORMATS.items() if q.can_dequantize)
