@@ -215,6 +215,7 @@ def diffuse(model: Model, prompt: str | Sequence[int], gen_length: int = 128, st
     masked[n_prompt:] = True
     rng = np.random.default_rng(seed)
     t = model.transformer
+    t.use_wide_head()                    # the head's (vocab, d) copy, for its many rows
     store: InterStepCache | None = None
     if cache and cache_policy == "elastic":
         store = ElasticCache(model.config, len(canvas), elastic_gamma, cache_refresh)
