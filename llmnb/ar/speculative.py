@@ -180,6 +180,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             if ctrl.needs_timing(j):                         # one step of a model drafter
                 t_j = time.perf_counter()
                 ctrl.time_feed(j, dj.catch_up(seq[:1]), time.perf_counter() - t_j)
+            if ctrl.resting(j):                              # a model drafter sitting out
+                continue
             kj = min(ctrl.draft_length(j, drafts, 0 if dj.free else dj.behind(seq),
                                        max_new_tokens - len(out.tokens)), longest, room)
             if kj <= 0:

@@ -145,8 +145,8 @@ class BubbleController:
                 if rec.tries[b] > 0.0:
                     self.hits[j, 0, b], self.tries[j, 0, b] = rec.hits[b], rec.tries[b]
                     self.seen[j, 0, b] = EVIDENCE
-            if not rec.ran:
-                rec.probe_gap = probe_every
+            if not rec.ran and not rec.timed:
+                rec.paused = rec.probe_gap = probe_every
         self.prefill_token_s = 0.0        # the target's prompt pass, seconds per token
         self.k_used = list(self.k)        # K per drafter in the last round (a free drafter's trim)
         # per drafter, its drafts still being checked against the committed tokens, each with
@@ -327,15 +327,16 @@ class BubbleController:
             return 1
         d, b = rec.draft_s, self.per_fed(j)
         if self.k[j] == 0 or not rec.ran:         # sitting out, or not tried yet: a probe?
-            if rec.ran and rec.paused < rec.probe_gap:
+            if self.resting(j):
                 return 0
+            rec.paused = 0
             ceiling = geometric(max(ALPHA_CEILING, self.alpha(j)), self.k_max)
             kk = self.best_k(ceiling, d, b)
             if not self.worth(j, ceiling, kk, behind, remaining, PROBE_SHARE, probe=1):
+                rec.probe_gap *= 2                # it cannot pay: look again twice as late
                 return 0
             if rec.ran:                           # twice as long a rest if it fails again
                 rec.probe_gap *= 2
-            rec.paused = 0
             return 1
         own_surv = self.survival(j, 0, 0.5, self.k[j])
         if not self.worth(j, own_surv, self.k[j], behind, remaining, 1.0):
@@ -347,6 +348,14 @@ class BubbleController:
                 if self.rate(s, self.best_k(s, 0.0), 0.0) >= own:
                     return 0
         return self.k[j]
+
+    def resting(self, j: int) -> bool:
+        """Is costly drafter j sitting out (K = 0, or not asked yet) with no look at it due:
+        fewer rounds since its last probe, or since it was last found unable to pay, than its
+        rest? Then ``draft_length`` is 0 and the loop asks it nothing (not even ``behind``)."""
+        rec = self.drafter[j]
+        return (not self.free[j] and self.gate and (self.k[j] == 0 or not rec.ran)
+                and rec.paused < rec.probe_gap)
 
     def verify_lengths(self, drafts: Sequence[Draft]) -> list[int]:
         """How many of each draft's tokens to verify; all zero = a plain decode step."""
@@ -439,6 +448,9 @@ class BubbleController:
             rec = self.drafter[j]
             if self.free[j] or rec.draft_s == 0.0:        # k_max, trimmed by verify_lengths; or
                 continue                                  # its step not timed yet
+            if not rec.ran:                               # not asked yet: rounds to its next look
+                rec.paused += 1
+                continue
             kk = self.best_k(self.survival(j, 0, 0.5, self.k_max), rec.draft_s,
                              self.per_fed(j))
             if kk > 0:
