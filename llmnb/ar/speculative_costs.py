@@ -25,27 +25,26 @@ its curve), one per drafter model.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
 
 import numexpr
 
 from llmnb.errors import UsageError
 from llmnb.model.model import Model
 
-KNOTS: Final = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
 # 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
 # --paths P` with P: float32 weights as loaded, X@W
-PRIOR_STEPS: Final = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
+PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
 # ... with the wide layout of the weights (``llmnb.model.wide``), W@X.T
-PRIOR_STEPS_WIDE: Final = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
+PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
 # ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
 # DENSE_ROWS rows on dequantize + sgemm, 48 when these were measured), in quantized decode
 # steps, quantized
-PRIOR_STEPS_QUANTIZED: Final = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
+PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
 # ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
 # its W@X.T milliseconds over the quantized step's, quantized+W@X.T
-PRIOR_STEPS_QUANTIZED_WIDE: Final = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
+PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)
 
 
