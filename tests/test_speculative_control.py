@@ -3,13 +3,17 @@ cost curve from measurements, the bubble rule, draft trimming, the batch built d
 the gate, and rounds without a worthwhile draft run as plain decode steps."""
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import llmnb
 from llmnb.ar import generate
-from llmnb.ar.drafters import Draft
+from llmnb.ar.drafters import Draft, Drafter
+from llmnb.ar.sampling import Sampler
 from llmnb.ar.speculative import generate_speculative
 from llmnb.ar.speculative_control import (
     DEPTHS, KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
@@ -78,21 +82,37 @@ def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -
     assert c.verify_lengths([Draft([1, 2])]) == [2]              # no gate: verify every draft
 
 
+def raw(c: BubbleController, tag: int, b: int) -> float:
+    """Bucket b's weighted hits over tries (the rate before the evidence rule)."""
+    return c.hits[0, tag, b] / c.tries[0, tag, b]
+
+
 def test_every_draft_is_scored_depth_by_depth_by_the_run_it_would_have_had() -> None:
     c = BubbleController([True], 4, 16, costs=VerifyCosts())
     d = Draft([1, 2, 3, 9], tag=2, prior=0.5)
     c.after_round([d], [0], [0], [1])                 # a plain step: depth 0 right, still open
     h0 = (0.8 * 1.0 + 1) / (0.8 * 2.0 + 1)            # the prior: 2 * 0.5 hits in 2 tries
-    assert c.rates(0, 2)[0] == c.alpha(0, 2) == h0 and c.shadow[0] == [(d, 1)]
-    assert c.rates(0, 2)[1:] == [h0] * (DEPTHS - 1)    # deeper: the rate before, until seen
+    assert raw(c, 2, 0) == h0 and c.shadow[0] == [(d, 1)]
+    assert c.rates(0, 2) == [0.5] * DEPTHS            # one draft: no rate above its prior yet
     c.after_round([Draft([7], tag=3)], [0], [0], [2, 3])   # d: depths 1 and 2 right; 7 != 2
-    h12 = (0.8 * 2 * h0 + 1) / (0.8 * 2.0 + 1)
-    assert c.rates(0, 2)[:3] == [h0, h12, h12] and c.shadow[0] == [(d, 3)]
+    h12 = (0.8 * 2 * 0.5 + 1) / (0.8 * 2.0 + 1)       # their prior: depth 0's (capped) rate
+    assert [raw(c, 2, b) for b in (0, 1, 2)] == [h0, h12, h12] and c.shadow[0] == [(d, 3)]
     assert c.alpha(0, 3) == 0.8 * 1.0 / (0.8 * 2.0 + 1)   # the new draft missed at once
     c.after_round([Draft([])], [0], [0], [4])         # 9 != 4: d missed at depth 3, done
-    assert abs(c.rates(0, 2)[3] - 0.8 * 2 * h12 / (0.8 * 2.0 + 1)) < 1e-12 and c.shadow[0] == []
+    assert abs(raw(c, 2, 3) - 0.8 * 2 * 0.5 / (0.8 * 2.0 + 1)) < 1e-12 and c.shadow[0] == []
+    assert c.seen[0, 2, 3] == 1                       # d counted once in each bucket it reached
     c.after_round([Draft([5, 6], tag=2)], [2], [2], [5, 6, 8])   # verified: all of it right
-    assert c.shadow[0] == [] and c.rates(0, 2)[0] > h0
+    assert c.shadow[0] == [] and c.rates(0, 2)[0] > h0  # two drafts: the rate is its counts'
+
+
+def test_one_lucky_run_of_a_short_match_buys_no_batch() -> None:
+    c = BubbleController([True], 4, 64, costs=linear_costs(1.2, 0.2))
+    text = list(range(100, 120))
+    d = Draft(text, tag=3, prior=0.5)
+    c.after_round([d], [0], [0], text)                 # right all the way, once
+    assert c.verify_lengths([d]) == [0]                # at its prior of 0.5: a plain step
+    c.after_round([d], [0], [0], text)                 # twice: evidence
+    assert c.verify_lengths([d])[0] > 4
 
 
 def test_acceptance_is_conditioned_on_the_run_so_far() -> None:
@@ -178,7 +198,7 @@ def timed(d: float, b: float) -> BubbleController:
 
 def test_a_drafter_that_could_pay_is_probed_after_16_then_32_rounds_if_its_catch_up_pays() -> None:
     c = timed(0.05, 0.02)
-    assert c.feed_s[0] == pytest.approx(0.02)
+    assert c.drafter[0].feed_s == pytest.approx(0.02)
     assert probe_rounds(c, 60, behind=2, remaining=1000) == [1, 17, 49]   # all of them wrong
     # at 90% acceptance it would save 0.14 steps a token, 14 over 100 tokens to go: a quarter
     # of that pays for a probe's catch-up of 60 tokens (1.2 steps), not of 2,000 (40 steps)
@@ -193,6 +213,60 @@ def test_a_drafter_that_cannot_pay_at_any_acceptance_is_never_asked() -> None:
     c.time_feed(0, 1, 5.0)                                       # 5 steps per drafted token
     assert c.per_fed(0) == pytest.approx(5.0 * 0.1)              # b's prior: d x 0.1 steps
     assert probe_rounds(c, 200, behind=1, remaining=10_000) == []
+
+
+def test_a_drafter_always_wrong_is_probed_ever_more_rarely_across_generations() -> None:
+    # five generations of 60 rounds against one target's costs: the rests between its probes
+    # (16, 32, 64, 128 rounds) run on from one generation into the next, so it drafts 5 tokens
+    # in 300 rounds, where starting afresh each generation would probe 3 times in each
+    costs = linear_costs(1.0, 0.45)
+    probes = []
+    for g in range(5):
+        c = BubbleController([False], 1, 8, costs=costs, keys=["wrong"])
+        if g == 0:
+            c.time_feed(0, 1, 0.05)
+            c.time_feed(0, 101, 0.05 + 100 * 0.02)
+        assert not c.needs_timing(0)                             # timed once, kept
+        probes += [60 * g + i for i in probe_rounds(c, 60, behind=2, remaining=1000)]
+    assert probes == [1, 17, 49, 113, 241]
+    fresh = BubbleController([False], 1, 8, costs=costs, keys=["another"])
+    assert fresh.needs_timing(0)                                 # another drafter: its own record
+
+
+class Slow(Drafter):
+    """A model drafter whose every forward pass takes `step` seconds."""
+
+    free = False
+
+    def __init__(self, step: float) -> None:
+        self.step, self.name, self.fed, self.asked = step, "slow", 0, 0
+
+    def cost_key(self) -> str:
+        return "slow"
+
+    def catch_up(self, context: Sequence[int]) -> int:
+        self.fed += 1
+        time.sleep(self.step)
+        return 1
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler,
+                rng: np.random.Generator) -> Draft:
+        self.asked += 1
+        time.sleep(self.step * k)
+        return Draft([0] * k)
+
+
+def test_a_slow_drafter_is_timed_once_and_never_asked_in_later_generations(tiny: Model) -> None:
+    slow = Slow(0.05)                                 # far slower than a step of tiny-ar
+    costs = VerifyCosts()                             # a step of 1 ms, batches 1 + 0.45 T steps
+    costs.calibrate(lambda t: 0.001 * (1.0 if t == 1 else 1.0 + 0.45 * t))
+    ref = generate(tiny, "Please name the planets.", max_new_tokens=12, chat=True)
+    for _ in range(3):
+        r = generate_speculative(tiny, "Please name the planets.", [slow], max_new_tokens=12,
+                                 chat=True, costs=costs)
+        assert r.tokens == ref.tokens
+    assert slow.fed == 1 and slow.asked == 0          # starting afresh: timed 3 times
+    assert costs.drafter("slow").draft_s >= 0.05
 
 
 # --- in the loop ----------------------------------------------------------------------------

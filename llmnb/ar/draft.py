@@ -65,6 +65,12 @@ class Drafter:
         committed since its last draft after that). 0 for a drafter without a model."""
         return 0
 
+    def cost_key(self) -> str:
+        """What its costs are measured for (the controller keeps a model drafter's measured
+        step time and its standing decision under this key across generations, see
+        ``llmnb.ar.speculative_costs``); "" (the default): nothing is kept."""
+        return ""
+
     def catch_up(self, context: Sequence[int]) -> int:
         """Bring its state up to `context` (a model drafter: feed the ``behind`` tokens in one
         batch), so that ``propose`` only drafts; returns the tokens fed. ``propose`` catches up

@@ -60,6 +60,10 @@ class ModelDrafter(Drafter):
         self.base = 0                          # length of the context of the last round
         self.logits: npt.NDArray[np.float32] | None = None   # after seen[-1], until a draft
 
+    def cost_key(self) -> str:
+        """Its model file, weights kind and layers: two drafters with the same key cost the same."""
+        return f"{self.model.path} {self.model.plan.weights} layers={self.n_layers}"
+
     def reset(self, capacity: int) -> None:
         self.cache = KVCache(self.config, max(1, min(capacity, self.config.n_ctx)))
         self.seen = []

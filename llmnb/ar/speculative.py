@@ -151,7 +151,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     rngs = [np.random.default_rng(None if sampler.seed is None else [sampler.seed, 1, j])
             for j in range(len(ds))]
     ctrl = BubbleController([d.free for d in ds], k0, kmax, adaptive, gate,
-                            costs=costs if costs is not None else costs_for(model))
+                            costs=costs if costs is not None else costs_for(model),
+                            keys=[d.cost_key() for d in ds])
     order = [j for j in range(len(ds)) if ds[j].free] + [j for j in range(len(ds))
                                                          if not ds[j].free]
     out = TextStream(model.tokenizer, max_new_tokens, stop, on_text)
@@ -179,6 +180,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             if ctrl.needs_timing(j):                         # one step of a model drafter
                 t_j = time.perf_counter()
                 ctrl.time_feed(j, dj.catch_up(seq[:1]), time.perf_counter() - t_j)
+            if ctrl.resting(j):                              # a model drafter sitting out
+                continue
             kj = min(ctrl.draft_length(j, drafts, 0 if dj.free else dj.behind(seq),
                                        max_new_tokens - len(out.tokens)), longest, room)
             if kj <= 0:
@@ -197,18 +200,28 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
             room -= len(drafts[j])
         t_verify = time.perf_counter()
         lengths = ctrl.verify_lengths(drafts)                # tokens of each draft to verify
-        branches = [dr.cut(n) for dr, n in zip(drafts, lengths)]
-        logits, tree = verify(transformer, cache, seq[-1], [b.tokens for b in branches])
-        accepted, chosen, committed = accept(logits, branches, tree.rows, sampler)
-        t_end = time.perf_counter()
-        rollback(cache, length, tree.path(chosen, len(committed) - 1))
-        if len(tree) > 1:
-            ctrl.time_verify(len(tree), t_end - t_verify)
-        else:
+        if sampler.greedy and sum(lengths) == 0:             # a plain step, as generate's
+            step = transformer.forward(np.array(seq[-1:], dtype=np.int64), start=length,
+                                       cache=cache, last_only=True)
+            cache.commit()
+            accepted, chosen, committed = [0] * len(ds), -1, [int(np.argmax(step[0]))]
+            t_end = time.perf_counter()
             ctrl.time_step(t_end - t_verify)
+            rows = 1
+        else:
+            branches = [dr.cut(n) for dr, n in zip(drafts, lengths)]
+            logits, tree = verify(transformer, cache, seq[-1], [b.tokens for b in branches])
+            accepted, chosen, committed = accept(logits, branches, tree.rows, sampler)
+            t_end = time.perf_counter()
+            rollback(cache, length, tree.path(chosen, len(committed) - 1))
+            rows = len(tree)
+            if rows > 1:
+                ctrl.time_verify(rows, t_end - t_verify)
+            else:
+                ctrl.time_step(t_end - t_verify)
         ctrl.after_round(drafts, lengths, accepted, committed)
         rounds.append(SpecRound(list(ctrl.k_used), [len(dr) for dr in drafts], list(lengths),
-                                accepted, chosen, len(committed), len(tree),
+                                accepted, chosen, len(committed), rows,
                                 t_verify - t_draft, t_end - t_verify))
         stopped = commit_tokens(out, seq, committed, capacity)
     stats.decode_s = time.perf_counter() - t_start

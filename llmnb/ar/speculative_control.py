@@ -9,14 +9,9 @@ rows (``python -m llmnb.perf.bench_spec --paths`` measures the curve, notebook 1
 so the controller has to decide, every round, whether a batch pays and how long each draft
 should be. It rests on two models, both measured:
 
-**Costs** (``VerifyCosts``). c(T) = t_1 * s(T), with s(T) in decode steps given at knots
-T = 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 and interpolated linearly between them (a straight
-line through the last two beyond). s starts from a measured prior (``PRIOR_STEPS``); the first
-verify batch rescales the whole curve to this machine, and every later batch of T rows moves
-the two knots around T towards what it measured (a least-mean-squares step of rate 0.3). t_1
-is an average of measured plain steps. Costs belong to the machine, the model and the thread
-count, not to a prompt, so the process keeps one ``VerifyCosts`` per (model file, threads)
-(``costs_for``): a second call starts with what the first one measured.
+**Costs** (``llmnb.ar.speculative_costs``): c(T), the measured seconds of a verify batch of T
+rows, t_1 of a plain step, and each model drafter's measured seconds per drafted and per
+caught-up token, kept per (model, threads) across generations.
 
 **Acceptance** (SuperSpec's *bubble controller*: a bubble is a drafted row the target computed
 and threw away). A copying drafter is not wrong at random: a copy is right for a long stretch,
@@ -27,7 +22,9 @@ buckets 0, 1, 2, 3, 4-7, 8-15, 16-31, 32+), the conditional acceptance h(i) = P(
 | tokens 0..i-1 were): exponentially weighted counts (factor 0.8) of the drafts that reached
 depth i and of those whose token i was right. A depth not seen yet takes the rate of the one
 before it as its prior, worth two tries (depth 0: ``Draft.prior``), so with no evidence the
-model is geometric. Every draft, verified or not, is judged by the run it would have had: its
+model is geometric; and a free drafter's rate rises above its prior only once two drafts were
+scored at its depth (``EVIDENCE``: in prose, one lucky run of a short match would otherwise
+buy a batch). Every draft, verified or not, is judged by the run it would have had: its
 tokens, all it proposed and not only the ones verified, are checked against the tokens
 committed in this round and the next ones, up to ``SHADOW`` tokens or its first miss, each
 round adding the hits and the miss it shows. A draft of K tokens then yields
@@ -70,114 +67,27 @@ each round samples exactly from the target. It changes only the speed.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-import numexpr
+from collections.abc import Sequence
 
 from llmnb.ar.draft import Draft
+from llmnb.ar.speculative_costs import (
+    KNOTS, PRIOR_STEPS, PRIOR_STEPS_QUANTIZED, PRIOR_STEPS_QUANTIZED_WIDE, PRIOR_STEPS_WIDE,
+    DrafterCosts, VerifyCosts, costs_for,
+)
 from llmnb.ar.speculative_verify import TokenTree
-from llmnb.errors import UsageError
-from llmnb.model.model import Model
+
+__all__ = ["ALPHA_CEILING", "DEPTHS", "K_LIMIT", "KNOTS", "PRIOR_STEPS", "PRIOR_STEPS_QUANTIZED",
+           "PRIOR_STEPS_QUANTIZED_WIDE", "PRIOR_STEPS_WIDE", "PROBE_SHARE", "SHADOW",
+           "BubbleController", "DrafterCosts", "VerifyCosts", "costs_for", "depth_bucket",
+           "expected_tokens", "geometric"]
 
 K_LIMIT = 64          # the most tokens a drafter may be asked for (per round, per drafter)
 SHADOW = K_LIMIT      # tokens of a draft checked against what gets committed
 DEPTHS = 8            # depth buckets of the conditional acceptance: 0, 1, 2, 3, 4-7, ..., 32+
 ALPHA_CEILING = 0.9   # the acceptance a model drafter is granted when asked "could it ever pay?"
 PROBE_SHARE = 0.25    # a probe may cost at most this share of what the drafter could save
-
-KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
-# 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
-# --paths P` with P: float32 weights as loaded, X@W
-PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
-# ... with the wide layout of the weights (``llmnb.model.wide``), W@X.T
-PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
-# ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
-# DENSE_ROWS rows on dequantize + sgemm, 48 when these were measured), in quantized decode
-# steps, quantized
-PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
-# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
-# its W@X.T milliseconds over the quantized step's, quantized+W@X.T
-PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
-                              11.4)
-
-
-class VerifyCosts:
-    """Seconds of a plain decode step (t_1) and of a verify batch of T rows on this machine,
-    for one model and thread count (module docstring)."""
-
-    def __init__(self, steps: Sequence[float] = PRIOR_STEPS, rate: float = 0.3) -> None:
-        if len(steps) != len(KNOTS):
-            raise UsageError(f"VerifyCosts: expected {len(KNOTS)} steps, one per knot {KNOTS}, "
-                             f"got {len(steps)}")
-        self.steps = [float(s) for s in steps]     # c(T) / t_1 at each knot
-        self.rate = rate
-        self.t_step = 0.0                 # seconds of a plain decode step (average); 0 = unknown
-        self.batches = 0                  # verify batches measured
-
-    def _weights(self, rows: int) -> tuple[int, float]:
-        """The knot interval [i, i + 1] of `rows` and its weight on knot i + 1 (> 1 beyond
-        the last knot: the line through the last two)."""
-        i = 0
-        while i < len(KNOTS) - 2 and KNOTS[i + 1] < rows:
-            i += 1
-        return i, (rows - KNOTS[i]) / (KNOTS[i + 1] - KNOTS[i])
-
-    def steps_at(self, rows: int) -> float:
-        """c(rows) / t_1, never below one step."""
-        if rows <= 1:
-            return 1.0
-        i, w = self._weights(rows)
-        return max(1.0, (1.0 - w) * self.steps[i] + w * self.steps[i + 1])
-
-    def predict(self, rows: int) -> float:
-        """Predicted seconds of a batch of `rows` rows (0 while t_1 is unknown)."""
-        return self.t_step * self.steps_at(rows)
-
-    def time_step(self, seconds: float) -> None:
-        self.t_step = seconds if self.t_step == 0.0 else 0.7 * self.t_step + 0.3 * seconds
-
-    def time_verify(self, rows: int, seconds: float) -> None:
-        if self.t_step == 0.0 or rows < 2:
-            return
-        measured = seconds / self.t_step
-        if self.batches == 0:             # the first batch sets the level of the whole curve
-            scale = measured / self.steps_at(rows)
-            self.steps = [1.0] + [s * scale for s in self.steps[1:]]
-        else:                             # least mean squares on the two knots around T
-            i, w = self._weights(rows)
-            w = min(w, 1.0)
-            err = measured - self.steps_at(rows)
-            if i > 0:                     # knot 0 (one row) is a plain step by definition
-                self.steps[i] += self.rate * (1.0 - w) * err
-            self.steps[i + 1] += self.rate * w * err
-        self.batches += 1
-
-    def calibrate(self, seconds_for: Callable[[int], float]) -> None:
-        """Measure the curve directly: `seconds_for(T)` times a batch of T rows (T = 1 is a
-        plain step), at every knot."""
-        t1 = seconds_for(1)
-        self.t_step = t1
-        self.steps = [1.0] + [max(1.0, seconds_for(t) / t1) for t in KNOTS[1:]]
-        self.batches = max(self.batches, 1)
-
-
-_COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
-
-
-def costs_for(model: Model) -> VerifyCosts:
-    """The process's verify costs for `model` at the current thread count (numexpr's setting,
-    which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
-    wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
-    weights = model.transformer.weights.weights                # "f32" or "quantized"
-    wide = bool(model.transformer.wide)
-    key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
-    if key not in _COSTS:
-        priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
-                   (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
-        _COSTS[key] = VerifyCosts(priors[weights == "quantized", wide])
-    return _COSTS[key]
-
+PRIOR_TRIES = 2.0     # the weight of a bucket's prior, in tries, before it has counts of its own
+EVIDENCE = 2          # drafts a bucket must have been scored on before its rate may pass its prior
 
 def expected_tokens(alpha: float, k: int) -> float:
     """Tokens a round commits with a draft of k at a constant per-token acceptance alpha:
@@ -207,9 +117,14 @@ class BubbleController:
 
     def __init__(self, free: Sequence[bool], k: int, k_max: int, adaptive: bool = True,
                  gate: bool = True, decay: float = 0.8, probe_every: int = 16,
-                 costs: VerifyCosts | None = None) -> None:
+                 costs: VerifyCosts | None = None, keys: Sequence[str] = ()) -> None:
         n = len(free)
         self.free = list(free)            # drafters whose proposals cost no forward pass
+        self.costs = costs if costs is not None else VerifyCosts()
+        # a model drafter's measured costs and standing decision, kept by the target's costs
+        # for later generations under its ``Drafter.cost_key`` (`keys`; none: this one only)
+        self.drafter = [self.costs.drafter(keys[j] if j < len(keys) and not free[j] else "")
+                        for j in range(n)]
         self.k = [k] * n
         self.k_max = k_max
         self.adaptive = adaptive
@@ -220,37 +135,53 @@ class BubbleController:
         # right, and weighted drafts that reached that depth (their tokens before it right)
         self.hits: dict[tuple[int, int, int], float] = {}
         self.tries: dict[tuple[int, int, int], float] = {}
-        self.draft_s = [0.0] * n          # seconds per drafted token, d (EMA)
-        self.feed_s = [0.0] * n           # seconds per catch-up token after the first, b (EMA)
-        self.timed = [False] * n          # a model drafter's step timed (``needs_timing``)
-        self.ran = [False] * n            # ... and it has drafted
+        self.seen: dict[tuple[int, int, int], int] = {}     # ... and the drafts scored there
+        for j, rec in enumerate(self.drafter):   # a model drafter seen before starts where its
+            if free[j] or not (gate and adaptive):   # last generation left it
+                continue
+            if rec.k >= 0:
+                self.k[j] = rec.k
+            for b in range(min(DEPTHS, len(rec.tries))):
+                if rec.tries[b] > 0.0:
+                    self.hits[j, 0, b], self.tries[j, 0, b] = rec.hits[b], rec.tries[b]
+                    self.seen[j, 0, b] = EVIDENCE
+            if not rec.ran and not rec.timed:
+                rec.paused = rec.probe_gap = probe_every
         self.prefill_token_s = 0.0        # the target's prompt pass, seconds per token
-        self.paused = [0] * n             # rounds a costly drafter has sat out (K = 0) ...
-        self.probe_gap = [probe_every] * n  # ... and how many it sits out before a probe
-        self.costs = costs if costs is not None else VerifyCosts()
-        self.k_used = [k] * n             # K per drafter in the last round (a free drafter's trim)
+        self.k_used = list(self.k)        # K per drafter in the last round (a free drafter's trim)
         # per drafter, its drafts still being checked against the committed tokens, each with
         # how many of its tokens the committed ones matched so far
         self.shadow: list[list[tuple[Draft, int]]] = [[] for _ in range(n)]
 
     # -- what was measured --------------------------------------------------------------
     def rates(self, j: int, tag: int = 0, prior: float = 0.5) -> list[float]:
-        """Drafter j's conditional acceptance h per depth bucket for drafts tagged `tag`: at
-        depth 0 its counts start at 2 * prior hits in two tries, at each deeper bucket at two
-        tries at the rate of the bucket before (the draft says its prior)."""
+        """Drafter j's conditional acceptance h per depth bucket for drafts tagged `tag`, each
+        bucket's counts starting from ``PRIOR_TRIES`` tries at its prior: `prior` (the draft's)
+        at depth 0, the rate of the bucket before at each deeper one. A free drafter's rate
+        passes its prior only once ``EVIDENCE`` drafts were scored in its bucket: one lucky
+        run of a short match in prose is not a copy. (A model drafter's drafts are paid for
+        and probed rarely: its first one counts.)"""
         out: list[float] = []
         before = prior
         for b in range(DEPTHS):
             key = (j, tag, b)
-            h = self.hits.get(key, 2.0 * before) / self.tries.get(key, 2.0)
-            out.append(h)
-            before = h
+            hits, tries = self._counts(key, before)
+            h = hits / tries
+            before = (min(h, before) if self.free[j] and self.seen.get(key, 0) < EVIDENCE
+                      else h)
+            out.append(before)
         return out
+
+    def _counts(self, key: tuple[int, int, int], prior: float) -> tuple[float, float]:
+        """The weighted (hits, tries) of bucket `key`, or its prior's while it has none."""
+        tries = self.tries.get(key, 0.0)
+        if tries == 0.0:
+            return PRIOR_TRIES * prior, PRIOR_TRIES
+        return self.hits[key], tries
 
     def alpha(self, j: int, tag: int = 0, prior: float = 0.5) -> float:
         """Drafter j's recent acceptance of the first token of drafts tagged `tag`."""
-        key = (j, tag, 0)
-        return self.hits.get(key, 2.0 * prior) / self.tries.get(key, 2.0)
+        return self.rates(j, tag, prior)[0]
 
     def survival(self, j: int, tag: int, prior: float, n: int) -> list[float]:
         """S(1..n): the chance that the first i tokens of drafter j's draft tagged `tag` are all
@@ -278,28 +209,28 @@ class BubbleController:
         if miss:
             tries[depth_bucket(start + run)] += 1
         h = self.rates(j, d.tag, d.prior)            # the priors of buckets not seen yet
+        counted = depth_bucket(start - 1) if start > 0 else -1   # buckets it was counted in
         for b in range(DEPTHS):
+            key = (j, d.tag, b)
+            h0, t0 = self._counts(key, d.prior if b == 0 else h[b - 1])
             if tries[b] > 0:
-                key = (j, d.tag, b)
-                self.hits[key] = self.decay * self.hits.get(key, 2.0 * (d.prior if b == 0 else
-                                                                         h[b - 1])) + hits[b]
-                self.tries[key] = self.decay * self.tries.get(key, 2.0) + tries[b]
+                self.hits[key] = self.decay * h0 + hits[b]
+                self.tries[key] = self.decay * t0 + tries[b]
+                if b > counted:
+                    self.seen[key] = self.seen.get(key, 0) + 1
 
     def time_draft(self, j: int, tokens: int, seconds: float) -> None:
-        """`tokens` draft steps (forward passes of one token) took `seconds`."""
-        if tokens > 0:
-            s = seconds / tokens
-            self.draft_s[j] = s if self.draft_s[j] == 0.0 else 0.7 * self.draft_s[j] + 0.3 * s
+        """Drafter j's `tokens` draft steps (forward passes of one token) took `seconds`."""
+        self.drafter[j].time_draft(tokens, seconds)
 
     def time_feed(self, j: int, tokens: int, seconds: float) -> None:
-        """Drafter j's catch-up fed `tokens` in one batch in `seconds`: one token is a draft
-        step (d); more are d and the rest at b each."""
-        self.timed[j] = True
-        if tokens == 1:
-            self.time_draft(j, 1, seconds)
-        elif tokens > 1 and self.draft_s[j] > 0.0:
-            b = max(0.0, seconds - self.draft_s[j]) / (tokens - 1)
-            self.feed_s[j] = b if self.feed_s[j] == 0.0 else 0.7 * self.feed_s[j] + 0.3 * b
+        """Drafter j's catch-up fed `tokens` in one batch in `seconds`
+        (``DrafterCosts.time_feed``)."""
+        self.drafter[j].time_feed(tokens, seconds)
+
+    def draft_s(self, j: int) -> float:
+        """d: drafter j's measured seconds per drafted token (0: not timed yet)."""
+        return self.drafter[j].draft_s
 
     def time_prefill(self, tokens: int, seconds: float) -> None:
         """The target's prompt pass: the prior of a drafter's catch-up cost (``per_fed``)."""
@@ -309,17 +240,18 @@ class BubbleController:
         """Should the loop time one step of costly drafter j (``Drafter.catch_up`` of the
         context's first token, the start of the catch-up its first draft needs anyway) before
         the controller decides about it? Once per generation, with the gate on."""
-        return not self.free[j] and self.costed and not self.timed[j]
+        return not self.free[j] and self.costed and not self.drafter[j].timed
 
     def per_fed(self, j: int) -> float:
         """b: seconds per catch-up token after the first, measured, else d times the ratio of
         the target's prompt pass per token to its decode step (a batch of n tokens costs a
         model about what its prompt pass of n tokens costs)."""
-        if self.feed_s[j] > 0.0 or self.free[j]:
-            return self.feed_s[j]
+        rec = self.drafter[j]
+        if rec.feed_s > 0.0 or self.free[j]:
+            return rec.feed_s
         if self.prefill_token_s > 0.0 and self.t_step > 0.0:
-            return self.draft_s[j] * min(1.0, self.prefill_token_s / self.t_step)
-        return self.draft_s[j]
+            return rec.draft_s * min(1.0, self.prefill_token_s / self.t_step)
+        return rec.draft_s
 
     def time_step(self, seconds: float) -> None:
         self.costs.time_step(seconds)
@@ -368,7 +300,7 @@ class BubbleController:
         tokens?"""
         if k <= 0:
             return False
-        d, b = self.draft_s[j], self.per_fed(j)
+        d, b = self.draft_s(j), self.per_fed(j)
         steady = self.rate(surv, k, d, b)
         gain = remaining * (self.t_step - 1.0 / steady) if steady > 0.0 else 0.0
         price = max(0.0, behind - 1.0 - sum(surv[:k])) * b + probe * d
@@ -388,21 +320,23 @@ class BubbleController:
             return self.k_max if self.costed else self.k[j]
         if not self.gate:
             return self.k[j]
-        if not self.costed or not self.timed[j]:
+        rec = self.drafter[j]
+        if not self.costed or not rec.timed:
             return 0
-        if self.draft_s[j] == 0.0:                # its step could not be timed: one token
+        if rec.draft_s == 0.0:                    # its step could not be timed: one token
             return 1
-        d, b = self.draft_s[j], self.per_fed(j)
-        if self.k[j] == 0 or not self.ran[j]:     # sitting out, or not tried yet: a probe?
-            if self.ran[j] and self.paused[j] < self.probe_gap[j]:
+        d, b = rec.draft_s, self.per_fed(j)
+        if self.k[j] == 0 or not rec.ran:         # sitting out, or not tried yet: a probe?
+            if self.resting(j):
                 return 0
+            rec.paused = 0
             ceiling = geometric(max(ALPHA_CEILING, self.alpha(j)), self.k_max)
             kk = self.best_k(ceiling, d, b)
             if not self.worth(j, ceiling, kk, behind, remaining, PROBE_SHARE, probe=1):
+                rec.probe_gap *= 2                # it cannot pay: look again twice as late
                 return 0
-            if self.ran[j]:                       # twice as long a rest if it fails again
-                self.probe_gap[j] *= 2
-            self.paused[j] = 0
+            if rec.ran:                           # twice as long a rest if it fails again
+                rec.probe_gap *= 2
             return 1
         own_surv = self.survival(j, 0, 0.5, self.k[j])
         if not self.worth(j, own_surv, self.k[j], behind, remaining, 1.0):
@@ -414,6 +348,14 @@ class BubbleController:
                 if self.rate(s, self.best_k(s, 0.0), 0.0) >= own:
                     return 0
         return self.k[j]
+
+    def resting(self, j: int) -> bool:
+        """Is costly drafter j sitting out (K = 0, or not asked yet) with no look at it due:
+        fewer rounds since its last probe, or since it was last found unable to pay, than its
+        rest? Then ``draft_length`` is 0 and the loop asks it nothing (not even ``behind``)."""
+        rec = self.drafter[j]
+        return (not self.free[j] and self.gate and (self.k[j] == 0 or not rec.ran)
+                and rec.paused < rec.probe_gap)
 
     def verify_lengths(self, drafts: Sequence[Draft]) -> list[int]:
         """How many of each draft's tokens to verify; all zero = a plain decode step."""
@@ -486,7 +428,7 @@ class BubbleController:
         for j, d in enumerate(drafts):
             n = lengths[j]
             if len(d) > 0:
-                self.ran[j] = True
+                self.drafter[j].ran = True
             still: list[tuple[Draft, int]] = []
             for dj, matched in [*self.shadow[j], (d, 0)]:   # the earlier drafts still open,
                 if len(dj) > 0:                               # then this round's
@@ -503,12 +445,18 @@ class BubbleController:
         if not (self.adaptive and self.costed):
             return
         for j in range(len(self.k)):
-            if self.free[j] or self.draft_s[j] == 0.0:    # k_max, trimmed by verify_lengths; or
+            rec = self.drafter[j]
+            if self.free[j] or rec.draft_s == 0.0:        # k_max, trimmed by verify_lengths; or
                 continue                                  # its step not timed yet
-            kk = self.best_k(self.survival(j, 0, 0.5, self.k_max), self.draft_s[j],
+            if not rec.ran:                               # not asked yet: rounds to its next look
+                rec.paused += 1
+                continue
+            kk = self.best_k(self.survival(j, 0, 0.5, self.k_max), rec.draft_s,
                              self.per_fed(j))
             if kk > 0:
-                self.paused[j], self.probe_gap[j] = 0, self.probe_every
+                rec.paused, rec.probe_gap = 0, self.probe_every
             else:                                         # cannot pay: sit out (a probe is
-                self.paused[j] += 1                       # ``draft_length``'s to decide)
-            self.k[j] = kk
+                rec.paused += 1                           # ``draft_length``'s to decide)
+            self.k[j] = rec.k = kk
+            rec.hits = [self.hits.get((j, 0, b), 0.0) for b in range(DEPTHS)]
+            rec.tries = [self.tries.get((j, 0, b), 0.0) for b in range(DEPTHS)]
