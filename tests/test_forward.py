@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llmnb.kernels import f32_tiles
 from llmnb.model.blocks import (
     COL_BLOCK, FEW_ROWS, WIDE_ROWS, apply_rope, attention, linear, rms_norm, rope_inv_freq, rope_tables,
 )
@@ -37,13 +38,15 @@ def test_streaming_residency_gives_the_same_logits() -> None:
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, WIDE_ROWS, FEW_ROWS, FEW_ROWS + 1, 17])
-@pytest.mark.parametrize("wide", [False, True])
-def test_linear_is_x_times_w_transposed_on_every_path(rows: int, wide: bool) -> None:
+@pytest.mark.parametrize("wide", ["", "out-in", "tiles"])
+def test_linear_is_x_times_w_transposed_on_every_path(rows: int, wide: str) -> None:
     rng = np.random.default_rng(rows)
     n_out = 2 * COL_BLOCK + 37                    # column blocks with a ragged last one
     x = rng.standard_normal((rows, 96)).astype(np.float32)
     w = rng.standard_normal((n_out, 96)).astype(np.float32)
-    got = linear(x, np.ascontiguousarray(w.T), w if wide else None)
+    w_t = np.ascontiguousarray(w.T)
+    copy = {"": None, "out-in": w, "tiles": f32_tiles(w_t)}[wide]
+    got = linear(x, w_t, copy)
     assert got.shape == (rows, n_out) and got.dtype == np.float32
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
     one = linear(x[-1:], np.ascontiguousarray(w.T))[0]     # the same row alone: a decode step

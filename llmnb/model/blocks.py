@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.kernels.layout import F32Tiles
 from llmnb.model.config import ROPE_SCALINGS, ModelError
 
 F32 = npt.NDArray[np.float32]
@@ -268,11 +269,15 @@ WIDE_ROWS = 4
 # quantized+W@X.T``; at T = 32 the kernels' figure is dequantize + sgemm, DENSE_ROWS being 32
 # then).
 WIDE_ROWS_QUANTIZED = 32
+# From this many rows on, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``, the wide
+# layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``).
+TILED_ROWS = 2
 
 
-def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
+def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None) -> F32:
     """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
-    optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
+    optionally also as itself, w = W (the wide layout): (out, in), for WIDE_ROWS rows or more,
+    or in tiles (``F32Tiles``), for TILED_ROWS rows or more.
 
     A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
     WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
@@ -285,11 +290,15 @@ def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
     """
     out: F32
     if not isinstance(w_t, np.ndarray):
-        if w is not None and x.shape[0] >= WIDE_ROWS_QUANTIZED:
+        if isinstance(w, np.ndarray) and x.shape[0] >= WIDE_ROWS_QUANTIZED:
             out = (w @ x.T).T                                 # (T, out), a view of (out, T)
             return out
         return w_t.matmul(x)
     t = x.shape[0]
+    if isinstance(w, F32Tiles):
+        if t >= TILED_ROWS:
+            return w.matmul(x)
+        w = None
     if w is not None and t >= WIDE_ROWS:
         out = (w @ x.T).T                                     # (T, out), a view of (out, T)
     elif t == 1:

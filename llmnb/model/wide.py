@@ -30,31 +30,35 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.kernels import PackedMatrix, PackedParts, to_dense
+from llmnb.kernels import F32Tiles, PackedMatrix, PackedParts, f32_tiles, to_dense
 
 F32 = npt.NDArray[np.float32]
 
 
+Copy = F32 | F32Tiles      # W itself (out, in), or W in 64-output tiles (``F32Tiles``)
+
+
 @dataclass
 class WideLayer:
-    """One layer's matrices in (out, in) layout (no suffix: W itself, not W.T); None: not
-    held (``NARROW``, the layer without copies)."""
+    """One layer's matrices as W itself (no suffix, not W.T): (out, in), or in tiles; None:
+    not held (``NARROW``, the layer without copies)."""
 
-    wqkv: F32 | None        # (n_head*hd + 2*n_kv*hd, d)
-    wo: F32 | None          # (d, n_head*hd)
-    w_gate_up: F32 | None   # (2*ff, d)
-    w_down: F32 | None      # (d, ff)
+    wqkv: Copy | None       # (n_head*hd + 2*n_kv*hd, d)
+    wo: Copy | None         # (d, n_head*hd)
+    w_gate_up: Copy | None  # (2*ff, d)
+    w_down: Copy | None     # (d, ff)
 
 
 NARROW = WideLayer(None, None, None, None)
 
 
-def wide(w_t: object, quantized: bool = False) -> F32 | None:
-    """A float32 (in, out) matrix -> a contiguous (out, in) copy; a quantized one
-    (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its dequantized (out, in)
-    copy with `quantized`, else None (its kernels read its blocks whatever the rows)."""
+def wide(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | None:
+    """A float32 (in, out) matrix -> its copy in tiles (`tiles`) or a contiguous (out, in) copy;
+    a quantized one (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its
+    dequantized (out, in) copy with `quantized`, else None (its kernels read its blocks
+    whatever the rows)."""
     if isinstance(w_t, np.ndarray):
-        return np.ascontiguousarray(w_t.T)
+        return f32_tiles(w_t) if tiles else np.ascontiguousarray(w_t.T)
     if not quantized:
         return None
     if isinstance(w_t, PackedParts):
@@ -73,7 +77,7 @@ def wide_size(w_t: object) -> int:
     return 4 * w_t.n_out * w_t.n_in if isinstance(w_t, PackedMatrix) else 0
 
 
-def wide_bytes(layers: list[WideLayer], head: F32 | None) -> int:
+def wide_bytes(layers: list[WideLayer], head: Copy | None) -> int:
     """Bytes the wide copies hold."""
     return (0 if head is None else head.nbytes) + sum(a.nbytes for lw in layers
                              for a in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down) if a is not None)
