@@ -256,8 +256,8 @@ class Product(Protocol):
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W`` (its T <= FEW_ROWS rows).
 FEW_ROWS = 6
 COL_BLOCK = 1024
-# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide``)
-# beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
+# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide`` with
+# ``tiles=False``) beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
 # T = 2 and 3 it loses (2.4 against 1.7 at T = 2) (SmolLM2-135M, 150 cached tokens:
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``).
 WIDE_ROWS = 4
@@ -270,7 +270,11 @@ WIDE_ROWS = 4
 # then).
 WIDE_ROWS_QUANTIZED = 32
 # From this many rows on, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``, the wide
-# layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``).
+# layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``), at
+# any T: 1.11 decode steps at T = 2 against 1.44 for the few-row products above, 1.87 against
+# 4.37 for W @ X.T at T = 8, 7.0 against 7.2 at T = 48, 10.3 against 8.7 at T = 64
+# (SmolLM2-135M, 150 cached tokens, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m
+# llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T tiles``; ``llmnb.model.wide``).
 TILED_ROWS = 2
 
 

@@ -1,12 +1,19 @@
-"""The wide layout: (out, in) copies of a model's float32 matrices, for products over many rows.
+"""The wide layout: copies of a model's float32 matrices for products over several rows, in
+64-output tiles (the default) or as W (out, in) for ``W @ X.T``.
 
 Decoding multiplies one row by each weight, and the (in, out) layout the loader keeps is the
-fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 4..64 rows by
-each weight, and there the other layout wins: W stored (out, in) and multiplied as
-``W @ X.T``, OpenBLAS's matrix-matrix product reads the weight once as it is, where ``X @ W.T``
-with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens) a
-verify batch of 8 rows costs about 2.7 decode steps this way against 4.6 (``python -m
-llmnb.perf.bench_spec --paths``, notebook 10 draws both curves).
+fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 2..64 rows by
+each weight, and there other layouts win. The default is W in tiles of 64 outputs, input-major
+(``llmnb.kernels.F32Tiles``), multiplied by ``llmnb.kernels.floats``' few-row kernel, which
+streams each weight once for all rows. The other is W stored (out, in) and multiplied as
+``W @ X.T``: OpenBLAS's matrix-matrix product reads the weight as it is, where ``X @ W.T``
+with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens, one
+session, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m llmnb.perf.bench_spec
+--threads 1 --repeats 5 --paths X@W W@X.T tiles``) a verify batch of 2 / 4 / 8 / 16 / 32 / 48
+/ 64 rows costs 1.11 / 1.57 / 1.87 / 3.00 / 5.24 / 7.0 / 10.3 decode steps in tiles, 1.52 /
+2.97 / 4.37 / 3.99 / 5.47 / 7.2 / 8.7 as W @ X.T and 1.44 / 2.18 / 3.85 / 4.36 / 5.25 / 6.96 /
+8.2 as loaded (notebook 10 draws the curves). Only one copy is kept: the tiles lose only at 64
+rows (305 against 264 ms), beyond what a verify batch usually holds.
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
 request (``Transformer.use_wide``) for float32 weights held in memory.
