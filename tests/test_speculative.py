@@ -64,14 +64,15 @@ def test_token_tree_shares_rows_between_drafts_with_a_common_prefix() -> None:
     assert tree.shared([10, 11, 99]) == 2 and tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
 
 
-@pytest.mark.parametrize("wide", [False, True])
-def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool) -> None:
+@pytest.mark.parametrize("wide, tiles", [(False, False), (True, False), (True, True)])
+def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool, tiles: bool) -> None:
     ids = tiny.prompt_ids("Compute the sum of 22 and 13.", chat=True)
     branches = [[50, 51, 52], [60], [50, 51, 70, 71]]   # the third shares two rows with the first
     cache = KVCache(tiny.config, 64)
     tiny.transformer.forward(np.array(ids[:-1]), cache=cache)
     cache.commit()
-    assert (tiny.transformer.use_wide(wide) > 0) == wide  # 7 rows: W @ X.T when wide
+    # 7 rows: W @ X.T on the (out, in) copy, or the tiled kernel on the copy in tiles
+    assert (tiny.transformer.use_wide(wide, tiles=tiles) > 0) == wide
     logits, tree = verify(tiny.transformer, cache, ids[-1], branches)
     tiny.transformer.use_wide(False)
     assert len(logits) == 1 + 3 + 1 + 2

@@ -118,9 +118,10 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     for; `adaptive=False` keeps K fixed; `gate=False` verifies every round that has drafts.
     `costs`: the verify-cost model to use and update (default: the process's one for this
     model and thread count, ``costs_for``). `wide`: verify with the wide layout of the weights
-    (``Transformer.use_wide``: an (out, in) float32 copy of every matrix, kept by the model for
-    later calls; cheaper batches from 4 rows on, 8 on quantized weights), else without it (and
-    drop it). Default: on for float32 weights; off for quantized ones, whose copy is a
+    (``Transformer.use_wide``: a float32 copy of every matrix in 64-output tiles for the
+    few-row kernel, kept by the model for later calls; cheaper batches from 2 rows on; on
+    quantized weights a dequantized (out, in) copy, cheaper from WIDE_ROWS_QUANTIZED rows on),
+    else without it (and drop it). Default: on for float32 weights; off for quantized ones, whose copy is a
     dequantized float32 model (~540 MB for SmolLM2-135M beside 98 MB of blocks, the memory
     the quantized residency saves; ``llmnb.model.wide`` gives the measured costs of both).
     """

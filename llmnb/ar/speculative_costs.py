@@ -36,14 +36,16 @@ KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
 # --paths P` with P: float32 weights as loaded, X@W
 PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
-# ... with the wide layout of the weights (``llmnb.model.wide``), W@X.T
-PRIOR_STEPS_WIDE = (1.0, 1.72, 2.38, 2.41, 2.99, 2.69, 3.38, 3.31, 3.99, 4.56, 5.90, 6.51)
+# ... with the wide layout of the weights (``llmnb.model.wide``: float32 tiles, the
+# default; ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``), tiles
+PRIOR_STEPS_WIDE = (1.0, 1.11, 1.64, 1.57, 2.15, 1.87, 2.36, 3.00, 4.11, 5.24, 7.00, 10.3)
 # ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
 # DENSE_ROWS rows on dequantize + sgemm, 48 when these were measured), in quantized decode
 # steps, quantized
 PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
-# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED = 8 rows),
-# its W@X.T milliseconds over the quantized step's, quantized+W@X.T
+# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED rows, 8
+# when these were measured), its W@X.T milliseconds over the quantized step's,
+# quantized+W@X.T
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)
 

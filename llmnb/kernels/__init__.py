@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.kernels.layout import (
-    KERNEL_TYPES, TILE, PackedMatrix, PackedParts, pack, packed_bytes_per_weight,
+    KERNEL_TYPES, TILE, F32Tiles, PackedMatrix, PackedParts, f32_tiles, pack,
+    packed_bytes_per_weight,
 )
 from llmnb.kernels.threads import set_threads
 
@@ -43,5 +44,6 @@ def to_dense(w: PackedMatrix) -> F32:
     return product.to_dense(w)
 
 
-__all__ = ["KERNEL_TYPES", "TILE", "PackedMatrix", "PackedParts", "matmul", "pack",
+__all__ = ["KERNEL_TYPES", "TILE", "F32Tiles", "PackedMatrix", "PackedParts", "f32_tiles",
+           "matmul", "pack",
            "packed_bytes_per_weight", "rows", "set_threads", "to_dense"]

@@ -116,6 +116,34 @@ class PackedParts:
         return parts_matmul(x, self.parts)
 
 
+@dataclass
+class F32Tiles:
+    """A float32 weight W (n_out, n_in) in 64-output tiles, input-major, for the few-row
+    product of ``floats.py``: tiles[tile, j, o] = W[tile*64 + o, j], outputs zero-padded."""
+
+    tiles: F32                     # (tiles, n_in, TILE)
+    n_out: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.tiles.nbytes)
+
+    def matmul(self, x: F32) -> F32:
+        """x (T, n_in) @ W.T -> (T, n_out) (``floats.tiled_matmul``; numba loads on first use)."""
+        from llmnb.kernels.floats import tiled_matmul
+
+        return tiled_matmul(x, self.tiles, self.n_out)
+
+
+def f32_tiles(w_t: F32) -> F32Tiles:
+    """W.T (in, out) float32 -> W in tiles (tiles, in, 64), the outputs zero-padded to a tile."""
+    n_in, n_out = w_t.shape
+    padded = np.zeros((n_in, n_out + (-n_out % TILE)), dtype=np.float32)   # (in, tiles * 64)
+    padded[:, :n_out] = w_t
+    tiles: F32 = np.ascontiguousarray(padded.reshape(n_in, -1, TILE).transpose(1, 0, 2))
+    return F32Tiles(tiles, int(n_out))
+
+
 def packed_bytes_per_weight(ggml_type: int) -> float:
     """Bytes per weight of the repacked layout (for the memory preflight, before packing)."""
     if ggml_type in NIBBLE_TYPES:

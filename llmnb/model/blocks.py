@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.kernels.layout import F32Tiles
 from llmnb.model.config import ROPE_SCALINGS, ModelError
 
 F32 = npt.NDArray[np.float32]
@@ -255,8 +256,8 @@ class Product(Protocol):
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W`` (its T <= FEW_ROWS rows).
 FEW_ROWS = 6
 COL_BLOCK = 1024
-# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide``)
-# beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
+# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide`` with
+# ``tiles=False``) beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
 # T = 2 and 3 it loses (2.4 against 1.7 at T = 2) (SmolLM2-135M, 150 cached tokens:
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``).
 WIDE_ROWS = 4
@@ -268,11 +269,20 @@ WIDE_ROWS = 4
 # quantized+W@X.T``; at T = 32 the kernels' figure is dequantize + sgemm, DENSE_ROWS being 32
 # then).
 WIDE_ROWS_QUANTIZED = 32
+# From TILED_ROWS rows up to TILED_MAX, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``,
+# the wide layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``);
+# from TILED_MAX rows on (a long prompt's prefill) sgemm on the loaded layout: 1.11 decode steps at T = 2 against 1.44 for the few-row products above, 1.87 against
+# 4.37 for W @ X.T at T = 8, 7.0 against 7.2 at T = 48, 10.3 against 8.2 for X @ W at T = 64
+# (SmolLM2-135M, 150 cached tokens, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m
+# llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T tiles``; ``llmnb.model.wide``).
+TILED_ROWS = 2
+TILED_MAX = 64
 
 
-def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
+def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None) -> F32:
     """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
-    optionally also as itself, w = W (out, in) (the wide layout, for WIDE_ROWS rows or more).
+    optionally also as itself, w = W (the wide layout): (out, in), for WIDE_ROWS rows or more,
+    or in tiles (``F32Tiles``), for TILED_ROWS up to TILED_MAX rows.
 
     A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
     WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
@@ -285,11 +295,15 @@ def linear(x: F32, w_t: F32 | Product, w: F32 | None = None) -> F32:
     """
     out: F32
     if not isinstance(w_t, np.ndarray):
-        if w is not None and x.shape[0] >= WIDE_ROWS_QUANTIZED:
+        if isinstance(w, np.ndarray) and x.shape[0] >= WIDE_ROWS_QUANTIZED:
             out = (w @ x.T).T                                 # (T, out), a view of (out, T)
             return out
         return w_t.matmul(x)
     t = x.shape[0]
+    if isinstance(w, F32Tiles):
+        if TILED_ROWS <= t < TILED_MAX:
+            return w.matmul(x)
+        w = None
     if w is not None and t >= WIDE_ROWS:
         out = (w @ x.T).T                                     # (T, out), a view of (out, T)
     elif t == 1:

@@ -44,7 +44,7 @@ from llmnb.model.blocks import (
 )
 from llmnb.model.config import ModelConfig
 from llmnb.model.weights import Weights, available_memory
-from llmnb.model.wide import NARROW, WideLayer, wide, wide_bytes, wide_size
+from llmnb.model.wide import NARROW, Copy, WideLayer, wide, wide_bytes, wide_size
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -84,8 +84,8 @@ class Transformer:
                                       config.rope_scaling, config.rope_factor, config.rope_orig_ctx)
         self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
                                        config.rope_attn_factor)
-        self.wide: list[WideLayer] = []                # (out, in) copies (``use_wide``) ...
-        self.wide_head: F32 | None = None              # ... and the head's, (vocab, d)
+        self.wide: list[WideLayer] = []                # tiled / (out, in) copies (``use_wide``) ...
+        self.wide_head: Copy | None = None             # ... and the head's, (vocab, d)
         # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
         self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
         # cos and sin of every position up to the largest asked for so far, (P, rope_dim/2)
@@ -95,12 +95,13 @@ class Transformer:
         self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
                         if config.attn_scale else 1.0)
 
-    def use_wide(self, on: bool = True, quantized: bool = False) -> int:
-        """Keep (or drop) the wide layout of the weights, which batches of WIDE_ROWS rows or
-        more multiply faster (``llmnb.model.wide``): float32 weights held in memory get their
-        (out, in) copy; quantized ones only with `quantized` (a dequantized float32 copy of
-        the whole model). Returns the bytes it holds (0: off, weights without a copy, or a
-        copy that would leave less than a quarter of the available memory)."""
+    def use_wide(self, on: bool = True, quantized: bool = False, tiles: bool = True) -> int:
+        """Keep (or drop) the wide layout of the weights, which batches of several rows
+        multiply faster (``llmnb.model.wide``): float32 weights held in memory get their copy
+        in 64-output tiles (or, `tiles` False, their (out, in) copy for W @ X.T); quantized
+        ones only with `quantized` (a dequantized (out, in) float32 copy of the whole model).
+        Returns the bytes it holds (0: off, weights without a copy, or a copy that would
+        leave less than a quarter of the available memory)."""
         w = self.weights
         if w.residency != "resident" or (w.weights == "quantized" and not quantized):
             on = False
@@ -113,10 +114,11 @@ class Transformer:
             self.wide, self.wide_head = [], None
             return 0
         if not self.wide:
-            self.wide = [WideLayer(wide(lw.wqkv_t, quantized), wide(lw.wo_t, quantized),
-                                   wide(lw.w_gate_up_t, quantized),
-                                   wide(lw.w_down_t, quantized)) for lw in layers]
-            self.wide_head = wide(w.head_t(), quantized)
+            self.wide = [WideLayer(wide(lw.wqkv_t, quantized, tiles),
+                                   wide(lw.wo_t, quantized, tiles),
+                                   wide(lw.w_gate_up_t, quantized, tiles),
+                                   wide(lw.w_down_t, quantized, tiles)) for lw in layers]
+            self.wide_head = wide(w.head_t(), quantized, tiles)
         return wide_bytes(self.wide, self.wide_head)
 
     def use_wide_head(self) -> int:

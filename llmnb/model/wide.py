@@ -1,12 +1,19 @@
-"""The wide layout: (out, in) copies of a model's float32 matrices, for products over many rows.
+"""The wide layout: copies of a model's float32 matrices for products over several rows, in
+64-output tiles (the default) or as W (out, in) for ``W @ X.T``.
 
 Decoding multiplies one row by each weight, and the (in, out) layout the loader keeps is the
-fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 4..64 rows by
-each weight, and there the other layout wins: W stored (out, in) and multiplied as
-``W @ X.T``, OpenBLAS's matrix-matrix product reads the weight once as it is, where ``X @ W.T``
-with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens) a
-verify batch of 8 rows costs about 2.7 decode steps this way against 4.6 (``python -m
-llmnb.perf.bench_spec --paths``, notebook 10 draws both curves).
+fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 2..64 rows by
+each weight, and there other layouts win. The default is W in tiles of 64 outputs, input-major
+(``llmnb.kernels.F32Tiles``), multiplied by ``llmnb.kernels.floats``' few-row kernel, which
+streams each weight once for all rows. The other is W stored (out, in) and multiplied as
+``W @ X.T``: OpenBLAS's matrix-matrix product reads the weight as it is, where ``X @ W.T``
+with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens, one
+session, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m llmnb.perf.bench_spec
+--threads 1 --repeats 5 --paths X@W W@X.T tiles``) a verify batch of 2 / 4 / 8 / 16 / 32 / 48
+/ 64 rows costs 1.11 / 1.57 / 1.87 / 3.00 / 5.24 / 7.0 / 10.3 decode steps in tiles, 1.52 /
+2.97 / 4.37 / 3.99 / 5.47 / 7.2 / 8.7 as W @ X.T and 1.44 / 2.18 / 3.85 / 4.36 / 5.25 / 6.96 /
+8.2 as loaded (notebook 10 draws the curves). Only one copy is kept: the tiles lose only at 64
+rows (305 against 264 ms), beyond what a verify batch usually holds.
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
 request (``Transformer.use_wide``) for float32 weights held in memory.
@@ -30,31 +37,35 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.kernels import PackedMatrix, PackedParts, to_dense
+from llmnb.kernels import F32Tiles, PackedMatrix, PackedParts, f32_tiles, to_dense
 
 F32 = npt.NDArray[np.float32]
 
 
+Copy = F32 | F32Tiles      # W itself (out, in), or W in 64-output tiles (``F32Tiles``)
+
+
 @dataclass
 class WideLayer:
-    """One layer's matrices in (out, in) layout (no suffix: W itself, not W.T); None: not
-    held (``NARROW``, the layer without copies)."""
+    """One layer's matrices as W itself (no suffix, not W.T): (out, in), or in tiles; None:
+    not held (``NARROW``, the layer without copies)."""
 
-    wqkv: F32 | None        # (n_head*hd + 2*n_kv*hd, d)
-    wo: F32 | None          # (d, n_head*hd)
-    w_gate_up: F32 | None   # (2*ff, d)
-    w_down: F32 | None      # (d, ff)
+    wqkv: Copy | None       # (n_head*hd + 2*n_kv*hd, d)
+    wo: Copy | None         # (d, n_head*hd)
+    w_gate_up: Copy | None  # (2*ff, d)
+    w_down: Copy | None     # (d, ff)
 
 
 NARROW = WideLayer(None, None, None, None)
 
 
-def wide(w_t: object, quantized: bool = False) -> F32 | None:
-    """A float32 (in, out) matrix -> a contiguous (out, in) copy; a quantized one
-    (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its dequantized (out, in)
-    copy with `quantized`, else None (its kernels read its blocks whatever the rows)."""
+def wide(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | None:
+    """A float32 (in, out) matrix -> its copy in tiles (`tiles`) or a contiguous (out, in) copy;
+    a quantized one (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its
+    dequantized (out, in) copy with `quantized`, else None (its kernels read its blocks
+    whatever the rows)."""
     if isinstance(w_t, np.ndarray):
-        return np.ascontiguousarray(w_t.T)
+        return f32_tiles(w_t) if tiles else np.ascontiguousarray(w_t.T)
     if not quantized:
         return None
     if isinstance(w_t, PackedParts):
@@ -73,7 +84,7 @@ def wide_size(w_t: object) -> int:
     return 4 * w_t.n_out * w_t.n_in if isinstance(w_t, PackedMatrix) else 0
 
 
-def wide_bytes(layers: list[WideLayer], head: F32 | None) -> int:
+def wide_bytes(layers: list[WideLayer], head: Copy | None) -> int:
     """Bytes the wide copies hold."""
     return (0 if head is None else head.nbytes) + sum(a.nbytes for lw in layers
                              for a in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down) if a is not None)

@@ -251,8 +251,9 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None,
     return rows
 
 
-# float32 (in, out); with the wide copy; GGUF blocks; GGUF blocks with a dequantized wide copy
-PATHS = ("X@W", "W@X.T", "quantized", "quantized+W@X.T")
+# float32 (in, out); with the (out, in) copy; with the copy in tiles; GGUF blocks; GGUF blocks
+# with a dequantized wide copy
+PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized+W@X.T")
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
@@ -262,9 +263,12 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step on the same weights)
     and the ratio to T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise,
     for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
-    "W@X.T" (with the wide copies, ``Transformer.use_wide``: W @ X.T from WIDE_ROWS rows on) and
-    "quantized" (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize +
-    sgemm from DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
+    "W@X.T" (with the (out, in) copies, ``Transformer.use_wide(tiles=False)``: W @ X.T from
+    WIDE_ROWS rows on), "tiles" (with the copies in 64-output tiles, ``use_wide``'s default:
+    ``llmnb.kernels.floats``' few-row kernel from TILED_ROWS up to TILED_MAX rows, X @ W.T
+    beyond), "quantized"
+    (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize + sgemm from
+    DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
     W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized decode step)."""
     import llmnb
     from llmnb.ar.speculative_control import KNOTS
@@ -278,18 +282,20 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
             if kind not in loaded:
                 loaded[kind] = llmnb.load(model, weights=kind)
             ts = rows if rows[0] == 1 else (1, *rows)          # T = 1: the unit
-            secs = verify_cost_curve(loaded[kind], ts, path.endswith("W@X.T"), repeats, context)
+            secs = verify_cost_curve(loaded[kind], ts, path.endswith("W@X.T") or path == "tiles",
+                                     repeats, context, tiles=path == "tiles")
             out += [{"model": model, "threads": threads, "path": path, "rows": t, "ms": 1e3 * s,
                      "decode_steps": s / secs[0]} for t, s in zip(ts, secs) if t in rows]
     return out
 
 
 def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 5,
-                      context: int = 150) -> list[float]:
+                      context: int = 150, tiles: bool = False) -> list[float]:
     """Median seconds of ``llmnb.ar.speculative_verify.verify`` over `rows[i]` rows (the root
     and one branch) after `context` cached tokens on a loaded model, with its wide copy
-    (``Transformer.use_wide``, a dequantized one for quantized weights) or without; rows[0]
-    should be 1, a plain step on the same weights. The model is left without the wide copy."""
+    (``Transformer.use_wide``: (out, in), or with `tiles` float32 weights in tiles; a
+    dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
+    step on the same weights. The model is left without the wide copy."""
     import numpy as np
 
     from llmnb.ar.kv_cache import KVCache
@@ -297,7 +303,7 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 
     from llmnb.perf.timing import median_time
 
     tr = m.transformer
-    tr.use_wide(wide, quantized=True)
+    tr.use_wide(wide, quantized=True, tiles=tiles)
     cache = KVCache(m.config, context + max(rows))
     tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
                last_only=True)
