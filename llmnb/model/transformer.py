@@ -38,6 +38,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
     apply_rope_inplace, attend, attention, attention_weights, geglu, head_rms_norm, linear,
     rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
@@ -119,6 +120,11 @@ class Transformer:
                                    wide(lw.w_gate_up_t, quantized, tiles),
                                    wide(lw.w_down_t, quantized, tiles)) for lw in layers]
             self.wide_head = wide(w.head_t(), quantized, tiles)
+            first = self.wide[0].wqkv if self.wide else None
+            if isinstance(first, F32Tiles):
+                # numba loads the tiled kernel now, not inside the first verify batch, whose
+                # time sets the level of the speculative controller's whole cost curve
+                first.matmul(np.zeros((2, first.tiles.shape[1]), dtype=np.float32))
         return wide_bytes(self.wide, self.wide_head)
 
     def use_wide_head(self) -> int:
