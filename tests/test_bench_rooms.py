@@ -135,12 +135,15 @@ def test_bench_ar_and_diffusion_time_with_the_thread_sweeps_functions(
         seen.append(("ar", p, d, r))
         return 0.5, 0.25
 
-    def diffusion_step_seconds(model: llmnb.Model, b: int, p: int, r: int) -> float:
-        seen.append(("diffusion", b, p, r))
-        return 0.02
+    def diffusion_step_timings(model: llmnb.Model, b: int, p: int, r: int,
+                               beside: list[Any]) -> list[float]:
+        seen.append(("diffusion", b, p, r, len(beside)))
+        for fn in beside:
+            fn()                                     # the products alone run on the model
+        return [0.02, 0.015]
 
     monkeypatch.setattr(scaling, "decode_timings", decode_timings)
-    monkeypatch.setattr(scaling, "diffusion_step_seconds", diffusion_step_seconds)
+    monkeypatch.setattr(scaling, "diffusion_step_timings", diffusion_step_timings)
     monkeypatch.setattr(bench_quant, "first_calls", lambda: 0.0)
     monkeypatch.setattr(bench_diffusion, "sgemm_gflops", lambda repeats: 100.0)
     models = ROOT / "data" / "models"
@@ -149,7 +152,32 @@ def test_bench_ar_and_diffusion_time_with_the_thread_sweeps_functions(
     assert ar["decode_tok_s"] == pytest.approx(32 / 0.25)
     step = bench_diffusion.worker(str(models / "tiny-llada.gguf"), 1, 8, 3)
     assert step["step_ms"] == pytest.approx(20.0) and step["sgemm_peak_gflops"] == 100.0
-    assert seen == [("ar", 128, 32, 3), ("diffusion", 8, 32, 3)]
+    assert step["products_ms"] == pytest.approx(15.0)
+    assert step["products_share"] == pytest.approx(0.75)
+    assert seen == [("ar", 128, 32, 3), ("diffusion", 8, 32, 3, 1)]
+
+
+def test_diffusion_products_are_the_steps_projections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench_diffusion.products`` runs every layer's four projections on the step's rows,
+    with the widths the forward gives them, through ``blocks.linear``."""
+    from llmnb.model import blocks
+    from llmnb.perf import bench_diffusion
+
+    m = llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf")
+    c = m.config
+    shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    real = blocks.linear
+
+    def linear(x: Any, w_t: Any, w: Any = None) -> Any:
+        shapes.append((x.shape, w_t.shape))
+        return real(x, w_t, w)
+
+    monkeypatch.setattr(blocks, "linear", linear)
+    bench_diffusion.products(m, 40, 8)()
+    nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
+    one_layer = [((40, c.n_embd), (c.n_embd, nq + 2 * nkv)), ((40, nq), (nq, c.n_embd)),
+                 ((40, c.n_embd), (c.n_embd, 2 * c.n_ff)), ((40, c.n_ff), (c.n_ff, c.n_embd))]
+    assert shapes == one_layer * c.n_layer
 
 
 # The one edge back: a PackedMatrix multiplies itself (``.matmul``) through the kernels, which

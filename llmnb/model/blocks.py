@@ -148,11 +148,12 @@ def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
     n_head, t, hd = q.shape
     n_kv, s, _ = k.shape
     group = n_head // n_kv
-    # one product per head, on q and k as they lie (views into the projection's output: BLAS
-    # reads them strided, nothing is copied into a (n_kv, g*T, hd) stack first)
-    qg = q.reshape(n_kv, group, t, hd)                        # (n_kv, g, T, hd), a view
-    scores = np.matmul(qg, k[:, None].transpose(0, 1, 3, 2))  # (n_kv, g, T, S)
-    scores *= np.float32(1.0 / np.sqrt(hd))
+    # q scaled first (one (nh, T, hd) array written, where scaling the scores would pass over
+    # all of them; exact for a power-of-two head size), its heads then one (g*T, hd) matrix
+    # per key/value head: one product per group, not one per query head
+    qs = np.multiply(q, np.float32(1.0 / np.sqrt(hd)))        # (nh, T, hd), contiguous
+    scores = np.matmul(qs.reshape(n_kv, group * t, hd), k.transpose(0, 2, 1)).reshape(
+        n_kv, group, t, s)                                    # (n_kv, g, T, S)
     hidden = np.float32(-np.inf)
     if causal and not (t == 1 and q_offset == s - 1):   # one newest query sees every key
         allowed = np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]   # (T, S)
@@ -170,9 +171,8 @@ def attend(probs: F32, v: F32) -> F32:
     """The second half of ``attention``: the weighted sum of values, (T, n_head * hd)."""
     n_kv, group, t, s = probs.shape
     hd = v.shape[2]
-    out = np.empty((t, n_kv, group, hd), dtype=np.float32)    # (T, n_head, hd) as it is read next
-    np.matmul(probs, v[:, None], out=out.transpose(1, 2, 0, 3))   # (n_kv, g, T, hd), a view
-    return out.reshape(t, n_kv * group * hd)
+    out: F32 = np.matmul(probs.reshape(n_kv, group * t, s), v)   # (n_kv, g*T, hd): one per group
+    return out.reshape(n_kv, group, t, hd).transpose(2, 0, 1, 3).reshape(t, n_kv * group * hd)
 
 
 def silu(x: F32) -> F32:

@@ -21,6 +21,13 @@ per step" line (total time / steps: a full forward of the canvas plus sampling).
 recompute the whole canvas every step (no inter-step cache), on the same thread count, one
 after the other in this run. ``step_ratio`` = llama.cpp's time / llmnb's (above 1: llmnb faster).
 
+Column ``products_ms`` times the step's matrix products alone, in the same run and process:
+every layer's four projections and the head, through the forward's own ``blocks.linear`` on
+the same weights and shapes, with nothing between them (no norms, RoPE, attention, SwiGLU or
+sampling). It is the step's floor on this machine's BLAS: ``products_share`` is how much of
+the step they take, and with ``peer`` ``f32_ratio_bound`` = llama.cpp's all-F32 step /
+``products_ms`` is the ratio llmnb would reach if everything else in its step took no time.
+
 The inter-step cache's own table is ``llmnb bench cache`` (``bench_cache.py``).
 
 ``python -m llmnb.perf.bench_diffusion --elementwise`` times the step's elementwise work on
@@ -34,6 +41,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from llmnb import hub
@@ -54,20 +62,56 @@ def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
                  + 2 * n_head_rows * c.n_embd * c.vocab_size)
 
 
+def products(m: Any, n_tokens: int, n_head_rows: int) -> Callable[[], None]:
+    """A step's matrix products alone: each layer's q/k/v, output, gate/up
+    and down projections over `n_tokens` rows, then the head over `n_head_rows`, through
+    ``blocks.linear`` on the model's own weights and copies, as ``Transformer.hidden`` and
+    ``logits`` call it; the inputs are random rows of the right widths."""
+    import numpy as np
+
+    from llmnb.model.blocks import linear
+    from llmnb.model.wide import NARROW
+
+    t, c = m.transformer, m.config
+    t.use_wide_head()                                      # as ``diffuse`` does
+    rng = np.random.default_rng(0)
+
+    def rows(n: int, width: int) -> Any:
+        return rng.standard_normal((n, width)).astype(np.float32)
+
+    x, f = rows(n_tokens, c.n_embd), rows(n_tokens, c.n_ff)             # (T, d), (T, ff)
+    a, h = rows(n_tokens, c.n_head * c.head_dim), rows(n_head_rows, c.n_embd)
+
+    def run() -> None:
+        for i in range(c.n_layer):
+            lw = t.weights.layer(i)
+            ww = t.wide[i] if t.wide else NARROW
+            linear(x, lw.wqkv_t, ww.wqkv)
+            linear(a, lw.wo_t, ww.wo)
+            linear(x, lw.w_gate_up_t, ww.w_gate_up)
+            linear(f, lw.w_down_t, ww.w_down)
+        t.logits(h)
+
+    return run
+
+
 def worker(path: str, threads: int, gen_length: int, repeats: int,
            weights: str = "auto") -> dict[str, Any]:
-    """Median time of one full (uncached) denoising step at `threads`, with its FLOPs and MFU."""
+    """Median time of one full (uncached) denoising step at `threads`, with its FLOPs and MFU,
+    and of its matrix products alone (``products``), timed in the same rounds."""
     import llmnb
-    from llmnb.perf.scaling import diffusion_step_seconds
+    from llmnb.perf.scaling import diffusion_step_timings
 
     with llmnb.threads(threads):
         m = llmnb.load(path, weights=weights)
         peak = sgemm_gflops(repeats=repeats)
-        t = diffusion_step_seconds(m, gen_length, PROMPT_TOKENS, repeats)
+        alone = products(m, PROMPT_TOKENS + gen_length, gen_length)
+        t, floor = diffusion_step_timings(m, gen_length, PROMPT_TOKENS, repeats, [alone])
     flops = step_flops(m.config, PROMPT_TOKENS + gen_length, gen_length)
     return {"threads": threads, "weights": m.plan.weights, "B": gen_length, "step_ms": t * 1e3,
             "gflops": flops / t / 1e9,
             "sgemm_peak_gflops": peak, "mfu": flops / t / 1e9 / peak,
+            "products_ms": floor * 1e3, "products_share": floor / t,
             "canvas_tok_s_at_16_steps": gen_length / (16 * t)}
 
 
@@ -96,7 +140,8 @@ def bench_diffusion(repeats: int = 5, threads: list[int] | None = None,
                     q = peer_step_ms(exe, path, canvas, n, repeats)
                     full = peer_step_ms(exe, f32, canvas, n, repeats)
                     row |= {"llama_cpp_step_ms": q, "step_ratio": q / row["step_ms"],
-                            "llama_cpp_f32_step_ms": full, "f32_step_ratio": full / row["step_ms"]}
+                            "llama_cpp_f32_step_ms": full, "f32_step_ratio": full / row["step_ms"],
+                            "f32_ratio_bound": full / row["products_ms"]}
                 rows.append(row)
     return rows
 

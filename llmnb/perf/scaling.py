@@ -94,22 +94,33 @@ def decode_seconds(model: Model, prompt_tokens: SupportsIndex = 32,
     return seconds / operator.index(decode_tokens)
 
 
-def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
-                           prompt_tokens: SupportsIndex = 32, repeats: SupportsIndex = 3) -> float:
+def diffusion_step_timings(model: Model, gen_length: SupportsIndex = 64,
+                           prompt_tokens: SupportsIndex = 32, repeats: SupportsIndex = 3,
+                           beside: Sequence[Callable[[], object]] = ()) -> list[float]:
     """Median seconds of one uncached denoising step (forward over prompt + B, head on the B
-    masked rows) through ``llmnb.diffuse``, as its stats time the forward; one untimed step
-    first. ``llmnb bench diffusion`` and the thread sweep both measure this."""
+    masked rows) through ``llmnb.diffuse``, as its stats time the forward, then the median
+    wall seconds of each function `beside`, timed in the same rounds, alternating with the
+    step (one untimed round first)."""
     b, p, r = operator.index(gen_length), operator.index(prompt_tokens), operator.index(repeats)
     if b < 1 or p < 1 or r < 1:
-        raise UsageError(f"diffusion_step_seconds: expected positive sizes, got B {b}, "
+        raise UsageError(f"diffusion_step_timings: expected positive sizes, got B {b}, "
                          f"prompt {p}, repeats {r}")
     prompt = _prompt(model, p)
-    times: list[float] = []
-    for i in range(r + 1):
+    forward_s: list[float] = []
+
+    def step() -> None:
         res = diffuse(model, prompt, gen_length=b, steps=1, cache=False)
-        if i:
-            times.append(res.stats.forward_s[0])
-    return statistics.median(times)
+        forward_s.append(res.stats.forward_s[0])
+
+    others = median_times([step, *beside], r)[1:]
+    return [statistics.median(forward_s[1:]), *others]
+
+
+def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
+                           prompt_tokens: SupportsIndex = 32, repeats: SupportsIndex = 3) -> float:
+    """Median seconds of one uncached denoising step (``diffusion_step_timings``).
+    ``llmnb bench diffusion`` and the thread sweep both measure this."""
+    return diffusion_step_timings(model, gen_length, prompt_tokens, repeats)[0]
 
 
 def thread_sweep(ar: Model | None, diffusion: Model | None, threads: Sequence[int],
