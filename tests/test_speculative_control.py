@@ -51,9 +51,33 @@ def test_verify_costs_interpolate_the_knots_and_learn_from_batches() -> None:
     for _ in range(60):                                          # then T = 10 measured at 5 steps
         v.time_verify(10, 2.0 * 5.0)
     assert abs(v.steps_at(10) - 5.0) < 1e-3
-    assert abs(v.steps_at(48) - 2 * PRIOR_STEPS[KNOTS.index(48)]) < 1e-9   # far knots unmoved
     with pytest.raises(UsageError, match="knot"):
         VerifyCosts([1.0, 2.0])
+
+
+def test_a_knot_no_longer_measured_follows_the_level_of_the_ones_that_are() -> None:
+    # the machine gets quieter while the controller verifies 4 rows only: the 16-row knot,
+    # not measured since, must come down with it, or 16 rows would keep looking dearer than
+    # they are and never be verified (and measured) again
+    v = VerifyCosts()
+    v.time_step(1.0)
+    v.time_verify(16, PRIOR_STEPS[KNOTS.index(16)])              # the level: the prior's
+    for _ in range(100):
+        v.time_verify(4, 0.5 * PRIOR_STEPS[KNOTS.index(4)])     # 4 rows at half their cost
+    assert abs(v.steps_at(4) - 0.5 * PRIOR_STEPS[KNOTS.index(4)]) < 1e-3
+    assert v.steps_at(16) < 0.75 * PRIOR_STEPS[KNOTS.index(16)]  # followed the level
+    assert v.steps_at(16) > v.steps_at(4)                        # and kept its shape
+
+
+def test_a_batch_cheaper_than_a_step_is_learnt_as_measured() -> None:
+    # two threads: a batch of 2 rows in the tiles beats the plain step's path. Predictions
+    # stay at one step at least, but the curve learns the measured 0.5, not ever less
+    v = VerifyCosts()
+    v.time_step(1.0)
+    for _ in range(60):
+        v.time_verify(2, 0.5)
+    assert abs(v.steps[1] - 0.5) < 1e-3 and v.steps_at(2) == 1.0
+    assert all(s > 0.0 for s in v.steps)
 
 
 def test_calibrated_costs_are_the_measured_curve_and_never_below_a_step() -> None:
@@ -113,6 +137,22 @@ def test_one_lucky_run_of_a_short_match_buys_no_batch() -> None:
     assert c.verify_lengths([d]) == [0]                # at its prior of 0.5: a plain step
     c.after_round([d], [0], [0], text)                 # twice: evidence
     assert c.verify_lengths([d])[0] > 4
+
+
+def test_a_kind_not_seen_yet_starts_from_the_drafters_record_in_this_text() -> None:
+    # a copy re-joined after an edit comes back as a lookup match of 1 token, a kind not seen
+    # yet: after three right copies of another kind it is trusted at once; after three wrong
+    # guesses it gets no more than its own prior
+    new = Draft(list(range(100, 120)), tag=1, prior=0.5)
+    c = BubbleController([True], 4, 64, costs=linear_costs(1.2, 0.2))
+    assert c.verify_lengths([new]) == [0]                # no record: its prior, a plain step
+    for _ in range(3):
+        c.after_round([Draft(list(range(100, 120)), tag=4)], [0], [0], list(range(100, 120)))
+    assert c.alpha(0, 1) > 0.8 and c.verify_lengths([new])[0] > 4
+    wrong = BubbleController([True], 4, 64, costs=linear_costs(1.2, 0.2))
+    for _ in range(3):
+        wrong.after_round([Draft([7] * 20, tag=4)], [0], [0], list(range(100, 120)))
+    assert wrong.alpha(0, 1) == 0.5 and wrong.verify_lengths([new]) == [0]
 
 
 def test_acceptance_is_conditioned_on_the_run_so_far() -> None:

@@ -24,7 +24,13 @@ depth i and of those whose token i was right. A depth not seen yet takes the rat
 before it as its prior, worth two tries (depth 0: ``Draft.prior``), so with no evidence the
 model is geometric; and a free drafter's rate rises above its prior only once two drafts were
 scored at its depth (``EVIDENCE``: in prose, one lucky run of a short match would otherwise
-buy a batch). Every draft, verified or not, is judged by the run it would have had: its
+buy a batch). A free drafter's kinds share what they show at depth 0: a kind not seen yet
+starts from the higher of its own prior and the first-token rate of all the drafter's drafts in
+this generation, once EVIDENCE of them were scored. A lookup's tag is the length of its match,
+and a copy re-joined after an edit comes back with a match of 1, 2, 3 ... tokens, one kind a
+round: without this, each kind would need two copies of its own before it could be trusted,
+and a text with a few edits has no more than a few copies. Every draft, verified or not, is
+judged by the run it would have had: its
 tokens, all it proposed and not only the ones verified, are checked against the tokens
 committed in this round and the next ones, up to ``SHADOW`` tokens or its first miss, each
 round adding the hits and the miss it shows. A draft of K tokens then yields
@@ -88,6 +94,8 @@ ALPHA_CEILING = 0.9   # the acceptance a model drafter is granted when asked "co
 PROBE_SHARE = 0.25    # a probe may cost at most this share of what the drafter could save
 PRIOR_TRIES = 2.0     # the weight of a bucket's prior, in tries, before it has counts of its own
 EVIDENCE = 2          # drafts a bucket must have been scored on before its rate may pass its prior
+ANY = -1              # the tag of a free drafter's record over all its kinds (depth 0 only)
+GUESS = 0.5           # that record's prior: a guess, right half the time
 
 def expected_tokens(alpha: float, k: int) -> float:
     """Tokens a round commits with a draft of k at a constant per-token acceptance alpha:
@@ -160,9 +168,14 @@ class BubbleController:
         at depth 0, the rate of the bucket before at each deeper one. A free drafter's rate
         passes its prior only once ``EVIDENCE`` drafts were scored in its bucket: one lucky
         run of a short match in prose is not a copy. (A model drafter's drafts are paid for
-        and probed rarely: its first one counts.)"""
+        and probed rarely: its first one counts.) A free drafter's depth-0 prior is the higher
+        of `prior` and its record over all kinds, once that has EVIDENCE (module docstring)."""
         out: list[float] = []
         before = prior
+        shared = (j, ANY, 0)
+        if self.free[j] and tag != ANY and self.seen.get(shared, 0) >= EVIDENCE:
+            hits, tries = self._counts(shared, GUESS)
+            before = max(prior, hits / tries)
         for b in range(DEPTHS):
             key = (j, tag, b)
             hits, tries = self._counts(key, before)
@@ -211,13 +224,21 @@ class BubbleController:
         h = self.rates(j, d.tag, d.prior)            # the priors of buckets not seen yet
         counted = depth_bucket(start - 1) if start > 0 else -1   # buckets it was counted in
         for b in range(DEPTHS):
-            key = (j, d.tag, b)
-            h0, t0 = self._counts(key, d.prior if b == 0 else h[b - 1])
             if tries[b] > 0:
-                self.hits[key] = self.decay * h0 + hits[b]
-                self.tries[key] = self.decay * t0 + tries[b]
-                if b > counted:
-                    self.seen[key] = self.seen.get(key, 0) + 1
+                self._add((j, d.tag, b), d.prior if b == 0 else h[b - 1], hits[b], tries[b],
+                          b > counted)
+        if self.free[j] and tries[0] > 0:            # the record over all its kinds
+            self._add((j, ANY, 0), GUESS, hits[0], tries[0], True)
+
+    def _add(self, key: tuple[int, int, int], prior: float, hits: int, tries: int,
+             new: bool) -> None:
+        """Add `hits` in `tries` to bucket `key` (its counts decayed first, or its prior's),
+        and one draft scored there if it is `new` to it."""
+        h0, t0 = self._counts(key, prior)
+        self.hits[key] = self.decay * h0 + hits
+        self.tries[key] = self.decay * t0 + tries
+        if new:
+            self.seen[key] = self.seen.get(key, 0) + 1
 
     def time_draft(self, j: int, tokens: int, seconds: float) -> None:
         """Drafter j's `tokens` draft steps (forward passes of one token) took `seconds`."""

@@ -9,9 +9,15 @@ threads) and a second generation starts with what the first one measured.
 decode step costs t_1. c(T) = t_1 * s(T), with s(T) in decode steps given at knots
 T = 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 and interpolated linearly between them (a straight
 line through the last two beyond). s starts from a measured prior (``PRIOR_STEPS``); the first
-verify batch rescales the whole curve to this machine, and every later batch of T rows moves
-the two knots around T towards what it measured (a least-mean-squares step of rate 0.3). t_1
-is an average of measured plain steps. On a CPU c(T) is well above t_1 even for two rows
+verify batch rescales the whole curve to this machine. A later batch of T rows is read as two
+things: the machine's state now (the other work on its cores and its memory bus slows a batch of
+any size alike), so the whole curve moves by a share LEVEL_RATE of its error, as a ratio; and
+the shape of the curve at T, so the two knots around T then move towards what it measured (a
+least-mean-squares step of rate 0.1). A knot the controller stopped using thus follows the
+level of the ones it uses, instead of keeping what it measured in a busier or a quieter minute:
+a stale knot would make its length look cheaper or dearer than the ones measured since, and the
+controller, never verifying that length again, would never learn otherwise. t_1 is an average
+of measured plain steps. On a CPU c(T) is well above t_1 even for two rows
 (``python -m llmnb.perf.bench_spec --paths`` measures the curve, notebook 10 draws it).
 
 **A model drafter** (``DrafterCosts``) pays d seconds per drafted token and, for its catch-up
@@ -32,6 +38,7 @@ from llmnb.errors import UsageError
 from llmnb.model.model import Model
 
 KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+LEVEL_RATE = 0.3      # the share of a batch's error, as a ratio, that moves the whole curve
 # c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
 # 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
 # --paths P` with P: float32 weights as loaded, X@W
@@ -54,12 +61,14 @@ class VerifyCosts:
     """Seconds of a plain decode step (t_1) and of a verify batch of T rows on this machine,
     for one model and thread count (module docstring)."""
 
-    def __init__(self, steps: Sequence[float] = PRIOR_STEPS, rate: float = 0.3) -> None:
+    def __init__(self, steps: Sequence[float] = PRIOR_STEPS, rate: float = 0.1,
+                 level_rate: float = LEVEL_RATE) -> None:
         if len(steps) != len(KNOTS):
             raise UsageError(f"VerifyCosts: expected {len(KNOTS)} steps, one per knot {KNOTS}, "
                              f"got {len(steps)}")
         self.steps = [float(s) for s in steps]     # c(T) / t_1 at each knot
-        self.rate = rate
+        self.rate = rate                  # the shape's: the two knots around T
+        self.level_rate = level_rate      # the level's: every knot, as a ratio
         self.t_step = 0.0                 # seconds of a plain decode step (average); 0 = unknown
         self.batches = 0                  # verify batches measured
         self.drafters: dict[str, DrafterCosts] = {}   # model drafters used with this target
@@ -74,10 +83,13 @@ class VerifyCosts:
 
     def steps_at(self, rows: int) -> float:
         """c(rows) / t_1, never below one step."""
-        if rows <= 1:
-            return 1.0
+        return 1.0 if rows <= 1 else max(1.0, self._curve(rows))
+
+    def _curve(self, rows: int) -> float:
+        """The curve at `rows` as learnt, below one step too (where a batch beats the plain
+        step's path: learning from the clipped value would push the knots down forever)."""
         i, w = self._weights(rows)
-        return max(1.0, (1.0 - w) * self.steps[i] + w * self.steps[i + 1])
+        return (1.0 - w) * self.steps[i] + w * self.steps[i + 1]
 
     def predict(self, rows: int) -> float:
         """Predicted seconds of a batch of `rows` rows (0 while t_1 is unknown)."""
@@ -90,13 +102,14 @@ class VerifyCosts:
         if self.t_step == 0.0 or rows < 2:
             return
         measured = seconds / self.t_step
-        if self.batches == 0:             # the first batch sets the level of the whole curve
-            scale = measured / self.steps_at(rows)
-            self.steps = [1.0] + [s * scale for s in self.steps[1:]]
-        else:                             # least mean squares on the two knots around T
+        # the level: the first batch sets it, every later one moves it by a share of its error
+        share = 1.0 if self.batches == 0 else self.level_rate
+        scale = (measured / max(self._curve(rows), 1e-6)) ** share
+        self.steps = [1.0] + [s * scale for s in self.steps[1:]]
+        if self.batches > 0:              # the shape: least mean squares on the knots around T
             i, w = self._weights(rows)
             w = min(w, 1.0)
-            err = measured - self.steps_at(rows)
+            err = measured - self._curve(rows)
             if i > 0:                     # knot 0 (one row) is a plain step by definition
                 self.steps[i] += self.rate * (1.0 - w) * err
             self.steps[i + 1] += self.rate * w * err
