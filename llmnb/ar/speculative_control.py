@@ -32,9 +32,10 @@ round: without this, each kind would need two copies of its own before it could 
 and a text with a few edits has no more than a few copies. Every draft, verified or not, is
 judged by the run it would have had: its tokens, all it proposed and not only the ones
 verified, are checked against the tokens committed in this round and the next ones, up to
-``SHADOW`` tokens or its first miss, each round adding the hits and the miss it shows. A draft of K tokens then yields
-E(K) = 1 + S(1) + ... + S(K) tokens, with S(i) = h(0) h(1) ... h(i - 1) the chance that its
-first i tokens are all accepted (its accepted prefix and the target's own token).
+``SHADOW`` tokens or its first miss, each round adding the hits and the miss it shows. A
+draft of K tokens then yields E(K) = 1 + S(1) + ... + S(K) tokens, with S(i) = h(0) h(1) ...
+h(i - 1) the chance that its first i tokens are all accepted (its accepted prefix and the
+target's own token).
 
 Decisions (``gate=True``, the default), once t_1 is known (until then every round is a plain
 step, and a costly drafter is not asked):

@@ -40,8 +40,8 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from llmnb import hub

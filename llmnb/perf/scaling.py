@@ -112,8 +112,8 @@ def diffusion_step_timings(model: Model, gen_length: SupportsIndex = 64,
         res = diffuse(model, prompt, gen_length=b, steps=1, cache=False)
         forward_s.append(res.stats.forward_s[0])
 
-    others = median_times([step, *beside], r)[1:]
-    return [statistics.median(forward_s[1:]), *others]
+    others = median_times([step, *beside], r, warmup=1)[1:]
+    return [statistics.median(forward_s[1:]), *others]             # the warm-up step dropped
 
 
 def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
