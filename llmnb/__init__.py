@@ -8,9 +8,9 @@ import os
 
 # OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) after each call before they
 # sleep; on a machine with as many cores as threads they then starve the numba kernels that
-# run between BLAS calls (a quantized prefill at 2 threads ran at half its 1-thread speed,
-# the first decode step after it took 50-130 ms instead of 15). 2^4 cycles: they sleep at
-# once. Set before numpy loads OpenBLAS (a value already in the environment wins).
+# run between BLAS calls (a quantized prefill at 2 threads, and the first decode steps after
+# it, then run slower than at 1 thread). 2^4 cycles: they sleep at once. Set before numpy
+# loads OpenBLAS (a value already in the environment wins).
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from llmnb import gguf, hub, quant

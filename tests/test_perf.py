@@ -12,7 +12,8 @@ from llmnb.errors import UsageError
 from llmnb.model.config import ModelConfig
 from llmnb.perf import machine, peaks, timing
 from llmnb.perf import roofline as rl
-from llmnb.perf.scaling import AR, DIFFUSION, ScalingPoint, scaling_rows, thread_sweep
+from llmnb.perf.scaling import (AR, DIFFUSION, ScalingPoint, decode_timings,
+                                 diffusion_step_timings, scaling_rows, thread_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = machine.ProbeSizes(sgemm_n=64, stream_bytes=1 << 20, gemv_bytes=1 << 20, repeats=1)
@@ -226,6 +227,15 @@ def test_thread_sweep_refuses_bad_input() -> None:
         thread_sweep(tiny("tiny-ar"), None, [0])
     with pytest.raises(UsageError, match="an AR model, a diffusion model or both"):
         thread_sweep(None, None, [1])
+
+
+def test_timers_refuse_sizes_below_one() -> None:
+    ar, llada = tiny("tiny-ar"), tiny("tiny-llada")
+    with pytest.raises(UsageError, match="decode_timings: .* got prompt 4, decode 0, repeats 2"):
+        decode_timings(ar, 4, 0, 2)
+    with pytest.raises(UsageError, match="diffusion_step_timings: .* got B 8, prompt 4, "
+                                         "repeats 0"):
+        diffusion_step_timings(llada, 8, 4, 0)
 
 
 # --- widgets ---------------------------------------------------------------------------

@@ -53,9 +53,9 @@ class LookupDrafter(Drafter):
     copies, followed back up to ``LONG_MATCH`` tokens, in the buckets 1, 2, 3, 4-7, 8-15, 16+:
     a long match is a copy in progress, a short one a guess. Its prior acceptance is
     m / (m + 1) for the buckets of a copy in progress, m = 8 and 16 (0.89, 0.94), and 0.5 for a
-    guess: below the ~0.7 a verify batch needs to pay on a CPU (notebook 10), so in prose a
-    short match is not verified until the first tokens of its unverified drafts (which the
-    controller scores against what the round committed) have shown it right.
+    guess: below what a verify batch needs to pay on a CPU (notebook 10 measures its cost
+    curve), so in prose a short match is not verified until the first tokens of its unverified
+    drafts (which the controller scores against what the round committed) have shown it right.
     """
 
     LONG_MATCH: Final = 16

@@ -37,11 +37,10 @@ def dequantize_columns(kind, qs, d, m, group, t0, t1, out, col=0):  # type: igno
 
     One thread, written for the vector units: for each input, its 64 quants, scales and
     offsets and the 64 values written are contiguous slices, and the loop over them reads
-    and writes through those slices only (so it vectorizes: 2x the speed of a parallel loop
-    through a small local row, measured on SmolLM2's Q4_1 gate/up at 1 thread). One thread
-    is on purpose: the caller multiplies the slice with BLAS at once, and numba's parallel
-    threads, still spinning after their loop, would take the cores BLAS runs on (a 128-row
-    product at 2 threads took 3x its dequantize + sgemm time that way)."""
+    and writes through those slices only, so it vectorizes, where a parallel loop through a
+    small local row does not. One thread is on purpose: the caller multiplies the slice with
+    BLAS at once, and numba's parallel threads, still spinning after their loop, would take
+    the cores BLAS runs on."""
     bits = np.empty(group * TILE, np.uint32)
     wf = bits.view(np.float32)
     for t in range(t0, t1):

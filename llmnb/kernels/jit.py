@@ -5,18 +5,19 @@ how wide its vectors are. Imported before anything else in ``llmnb.kernels``.
   home (``$LLMNB_HOME`` or ``~/.cache/llmnb``)/numba, so later processes load machine code
   instead of compiling (``NUMBA_CACHE_DIR`` set by the user wins).
 - Threads: numba's ``omp`` layer where GNU OpenMP (libgomp) loads, else its built-in
-  ``workqueue`` (numba's own order would try TBB first, which llmnb does not install). libgomp comes with gcc, which building llmnb (mypyc) needs anyway. The
-  choice matters at decode's scale: one parallel call (a few hundred per token) costs 2-6 us
-  to launch with omp and 16-60 us with workqueue, measured here on a small product.
+  ``workqueue`` (numba's own order would try TBB first, which llmnb does not install).
+  libgomp comes with gcc, which building llmnb (mypyc) needs anyway. The choice matters at
+  decode's scale: one parallel call (a few hundred per token) costs several times more to
+  launch with workqueue than with omp (time a small product under
+  ``NUMBA_THREADING_LAYER=workqueue`` and ``=omp``).
   ``llmnb.threads(n)`` sets numba's thread count with BLAS's and numexpr's; a kernel never
   calls BLAS, so the pools never run at once.
 - Vector width: LLVM tunes most Intel AVX-512 CPUs to prefer 256-bit vectors. The kernels
   are bound by arithmetic (integer -> float32 conversions and multiply-adds), which 512-bit
-  vectors do in half the instructions: on an AVX-512 machine here the Q4 kernel ran at
-  1.3-1.5x numpy's float32 GEMV with the host's tuning and 2.2x with 512-bit vectors. So
-  where the CPU has AVX-512, numba compiles with the tuning of a CPU that prefers them
-  (``znver4``) and the host's own full feature list (no instruction the host lacks). The
-  ``-prefer-256-bit`` feature alone does not reach numba's parallel loops.
+  vectors do in half the instructions. So where the CPU has AVX-512, numba compiles with the
+  tuning of a CPU that prefers them (``znver4``) and the host's own full feature list (no
+  instruction the host lacks). The ``-prefer-256-bit`` feature alone does not reach numba's
+  parallel loops.
 """
 from __future__ import annotations
 

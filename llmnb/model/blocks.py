@@ -257,9 +257,9 @@ class Product(Protocol):
 FEW_ROWS = 6
 COL_BLOCK = 1024
 # From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide`` with
-# ``tiles=False``) beats both ways above: 2.4 against 2.9 decode steps at T = 4, 2.7 against 4.6 at T = 8; at
-# T = 2 and 3 it loses (2.4 against 1.7 at T = 2) (SmolLM2-135M, 150 cached tokens:
-# ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``).
+# ``tiles=False``) beats both ways above; at T = 2 and 3 it loses. What each costs, in decode
+# steps at every T (SmolLM2-135M, 150 cached tokens):
+# ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``.
 WIDE_ROWS = 4
 # A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
 # beats the kernels' few-row products (register-blocked, ``llmnb.kernels.matvec``) from this

@@ -130,11 +130,11 @@ class Transformer:
     def use_wide_head(self) -> int:
         """Keep the head's (vocab, d) copy alone (``use_wide`` keeps it with every layer's):
         a diffusion step's head, its masked rows against the whole vocabulary, runs as
-        W @ X.T on it faster than as X @ W.T on the (d, vocab) layout (SmolLM2-135M, 64
-        masked rows: 51.7 against 60.4 ms at 1 thread, 30.0 against 36.1 at 2; 256 rows: 162
-        against 184, 79 against 90; one session, both OpenBLAS variables unset). Float32
-        weights held in memory only, and only when the copy (vocab x d x 4 bytes) takes less
-        than a quarter of the available memory; returns the bytes it holds."""
+        W @ X.T on it faster than as X @ W.T on the (d, vocab) layout (SmolLM2-135M's head at
+        64 and 256 masked rows, 1 and 2 threads: time ``Transformer.logits`` on a canvas with
+        and without this copy). Float32 weights held in memory only, and only when the copy
+        (vocab x d x 4 bytes) takes less than a quarter of the available memory; returns the
+        bytes it holds."""
         w = self.weights
         if self.wide_head is None and w.residency == "resident" and w.weights == "f32":
             head = w.head_t()

@@ -57,6 +57,15 @@ def _prompt(model: Model, n: int, seed: int = 0) -> list[int]:
     return ids
 
 
+def _sizes(where: str, **sizes: SupportsIndex) -> tuple[int, ...]:
+    """The sizes as ints, each at least 1, or one UsageError naming them all."""
+    got = {name: operator.index(v) for name, v in sizes.items()}
+    if min(got.values()) < 1:
+        listed = ", ".join(f"{name} {v}" for name, v in got.items())
+        raise UsageError(f"{where}: expected positive sizes, got {listed}")
+    return tuple(got.values())
+
+
 def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
                    decode_tokens: SupportsIndex = 16,
                    repeats: SupportsIndex = 3) -> tuple[float, float]:
@@ -64,10 +73,8 @@ def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
     after it, each round on a fresh ``Generator`` (built untimed); one untimed round first.
     ``llmnb bench ar`` and the thread sweep both measure this. Runs at the caller's thread
     setting."""
-    p, d, r = operator.index(prompt_tokens), operator.index(decode_tokens), operator.index(repeats)
-    if p < 1 or d < 1 or r < 1:
-        raise UsageError(f"decode_timings: expected positive sizes, got prompt {p}, decode {d}, "
-                         f"repeats {r}")
+    p, d, r = _sizes("decode_timings", prompt=prompt_tokens, decode=decode_tokens,
+                     repeats=repeats)
     prompt = _prompt(model, p)
     generator: list[Generator] = []
 
@@ -101,10 +108,8 @@ def diffusion_step_timings(model: Model, gen_length: SupportsIndex = 64,
     masked rows) through ``llmnb.diffuse``, as its stats time the forward, then the median
     wall seconds of each function `beside`, timed in the same rounds, alternating with the
     step (one untimed round first)."""
-    b, p, r = operator.index(gen_length), operator.index(prompt_tokens), operator.index(repeats)
-    if b < 1 or p < 1 or r < 1:
-        raise UsageError(f"diffusion_step_timings: expected positive sizes, got B {b}, "
-                         f"prompt {p}, repeats {r}")
+    b, p, r = _sizes("diffusion_step_timings", B=gen_length, prompt=prompt_tokens,
+                     repeats=repeats)
     prompt = _prompt(model, p)
     forward_s: list[float] = []
 

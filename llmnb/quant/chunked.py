@@ -22,8 +22,8 @@ import numpy.typing as npt
 
 CHUNK_ELEMENTS = 1 << 16   # elements per chunk: 256 KiB of float32 output
 # Dequantizing chunks by blocks: 2048 blocks is 64K elements of a 32-element type but 512K
-# of a k-quant, whose kernels make ~30 numpy calls per chunk; on the reference machine the
-# larger k-quant chunk is ~1.3x faster despite spilling L2 (bench_quant, 1 thread).
+# of a k-quant, whose kernels make some thirty numpy calls per chunk, so the larger chunk pays
+# for them fewer times, though it spills L2.
 DEQUANT_CHUNK_BLOCKS = 2048
 
 DequantKernel = Callable[[npt.NDArray[np.uint8], npt.NDArray[np.float32]], None]

@@ -27,7 +27,7 @@ def running_sum(terms: F32) -> F32:
     """terms (n, m) -> (m,): sum over axis 0 in order, in float32 (the C loop's rounding).
 
     A row-by-row loop of in-place adds: each add is vectorized over the m sub-blocks
-    (``np.add.accumulate`` along axis 0 gives the same bits but runs ~10x slower)."""
+    (``np.add.accumulate`` along axis 0 gives the same bits but runs slower)."""
     total: F32 = terms[0].copy()                                 # (m,)
     for i in range(1, terms.shape[0]):
         total += terms[i]
