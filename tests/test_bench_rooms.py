@@ -106,6 +106,30 @@ def test_median_times_alternates_the_functions_and_times_neither_warmups_nor_bef
     assert clock.reads == 8                                       # warm-up and `before` untimed
 
 
+def test_spec_time_prompt_times_through_median_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmnb.ar.drafters import make_drafter
+    from llmnb.perf import bench_spec
+
+    calls: list[tuple[int, int]] = []
+
+    def median_times(fns: list[Any], repeats: int, warmup: int = 1) -> list[float]:
+        calls.append((len(fns), warmup))
+        for _ in range(repeats):
+            for fn in fns:
+                fn()
+        return [0.6, 0.2]                                 # plain, speculative
+
+    monkeypatch.setattr(bench_spec, "median_times", median_times)
+    m = llmnb.load(str(ROOT / "data" / "models" / "tiny-ar.gguf"))
+    row = bench_spec.time_prompt(m, "def add(a, b):", [make_drafter("lookup", m)], 8, repeats=2)
+    assert calls == [(2, 0)]                  # plain and speculative alternate, warmed up before
+    assert row["speedup_geomean"] == pytest.approx(3.0)
+    n = len(row["reference"].tokens)
+    assert row["plain_tok_s"] == pytest.approx(n / 0.6)
+    assert row["spec_tok_s"] == pytest.approx(n / 0.2)
+    assert row["result"].tokens == row["reference"].tokens and row["identical"]
+
+
 def test_the_table_printer_starts_a_header_at_each_change_of_keys() -> None:
     rows: list[dict[str, Any]] = [{"model": "a", "tok_s": 12.34567}, {"model": "bb", "tok_s": 2.0},
                                   {"rows": 3, "faster": None}]

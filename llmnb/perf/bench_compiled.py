@@ -29,7 +29,6 @@ import hashlib
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -74,7 +73,7 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
     from llmnb.model.model import load
     from llmnb.perf.bench_quant import ROW, random_raw
     from llmnb.perf.machine import is_compiled
-    from llmnb.perf.timing import median_time
+    from llmnb.perf.timing import median_time, median_times
     from llmnb.perf.threads import threads
     from llmnb.quant import dequantize, quantize
     from llmnb.tokenizer import Tokenizer, tokenizer_from_metadata
@@ -84,7 +83,9 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
     def add(workload: str, seconds: float, output: object) -> None:
         rows.append({"workload": workload, "ms": 1e3 * seconds, "output": _digest(output)})
 
-    def median_of(figure: Callable[[], float]) -> float:      # after the caller's warm-up
+    # the median of a figure a call reports of itself (its stats), after the caller's warm-up;
+    # wall times go through timing.median_time(s)
+    def median_of(figure: Callable[[], float]) -> float:
         return statistics.median(figure() for _ in range(repeats))
 
     root = Path(data)
@@ -121,16 +122,17 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
         add(f"greedy decoding: tiny-ar, per token ({n} tokens)",
             median_of(per_token), out.tokens)
 
-        def forward_only() -> float:                  # the same steps, the forwards alone
-            g = Generator(ar, Greedy(), capacity=len(out.prompt_ids) + DECODE_TOKENS)
-            g.prefill(out.prompt_ids)
-            t0 = time.perf_counter()
+        gen: list[Generator] = []
+
+        def prefilled() -> None:                      # untimed: a fresh generator, prefilled
+            gen[:] = [Generator(ar, Greedy(), capacity=len(out.prompt_ids) + DECODE_TOKENS)]
+            gen[0].prefill(out.prompt_ids)
+
+        def feed_all() -> None:                       # the same steps, the forwards alone
             for token in out.tokens[:-1]:
-                g.feed(token)
-            return (time.perf_counter() - t0) / max(1, n - 1)
-        forward_only()
+                gen[0].feed(token)
         add("greedy decoding: tiny-ar, its forward alone per token (Generator.feed)",
-            median_of(forward_only), out.tokens)
+            median_times([feed_all], repeats, before=prefilled)[0] / max(1, n - 1), out.tokens)
 
         context = ar.tokenizer.encode(novel)[:LOOKUP_TOKENS]
         drafters: list[Drafter] = [LookupDrafter(), NgramDrafter()]

@@ -35,12 +35,12 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llmnb.perf.inputs import need_data_dir
+from llmnb.perf.timing import median_times
 
 PARAGRAPH = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. From "
              "the top of the lighthouse he could see the whole bay, the fishing boats coming home "
@@ -143,10 +143,10 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
                 repeats: int = 3, wide: bool | None = None) -> dict[str, Any]:
     """One prompt on a loaded model: ``llmnb.generate`` (greedy) and ``generate_speculative``
     with `drafters`, one warm-up run of each (the tokens and text must be identical, else a
-    RuntimeError), then `repeats` timed runs alternating plain / speculative. A row: the ratio
-    of the median wall times of the whole calls (prefill + decode), tokens per target forward,
-    accepted and verified draft tokens per drafter, the last speculative result ("result") and
-    the plain one ("reference")."""
+    RuntimeError), then `repeats` timed rounds alternating plain / speculative
+    (``timing.median_times``). A row: the ratio of the median wall times of the whole calls
+    (prefill + decode), tokens per target forward, accepted and verified draft tokens per
+    drafter, the last speculative result ("result") and the plain one ("reference")."""
     import llmnb
     from llmnb.ar.speculative import generate_speculative
 
@@ -155,23 +155,25 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
     if (r.tokens, r.text) != (ref.tokens, ref.text):
         raise RuntimeError(f"bench spec: {[d.name for d in drafters]} changed the output of "
                            f"{prompt[:40]!r}")
-    plain_t, spec_t = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    last = [r]
+
+    def plain() -> None:
         llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)
-        t1 = time.perf_counter()
-        r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat, wide=wide)
-        t2 = time.perf_counter()
-        plain_t.append(t1 - t0)
-        spec_t.append(t2 - t1)
+
+    def speculative() -> None:
+        last[0] = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                                       wide=wide)
+
+    plain_s, spec_s = median_times([plain, speculative], repeats, warmup=0)  # warmed up above
+    r = last[0]
     acc = {d.name: sum(x.accepted[j] for x in r.rounds) for j, d in enumerate(drafters)}
     prop = {d.name: sum(x.proposed[j] for x in r.rounds) for j, d in enumerate(drafters)}
     verified = sum(prop.values())
-    speedup = statistics.median(plain_t) / statistics.median(spec_t)
+    speedup = plain_s / spec_s
     return {"prompts": 1, "speedup_geomean": speedup, "speedup_min": speedup,
             "speedup_max": speedup,
-            "plain_tok_s": len(ref.tokens) / statistics.median(plain_t),
-            "spec_tok_s": len(ref.tokens) / statistics.median(spec_t),
+            "plain_tok_s": len(ref.tokens) / plain_s,
+            "spec_tok_s": len(ref.tokens) / spec_s,
             "tok_per_fwd": r.tokens_per_forward,
             "acceptance": sum(acc.values()) / verified if verified else None,
             "acceptance_by_drafter": acceptance_text(acc, prop),
