@@ -8,6 +8,7 @@ from llmnb.kernels import f32_tiles
 from llmnb.model.blocks import (
     COL_BLOCK, FEW_ROWS, TILED_MAX, WIDE_ROWS, apply_rope, attention, linear, rms_norm, rope_inv_freq, rope_tables,
 )
+from llmnb.model.scratch import Scratch
 from llmnb.model.weights import permute_qk, unpermute_qk
 from oracle import MANIFEST, PROMPT, TOL, forward_case, reference, transformer
 
@@ -53,6 +54,35 @@ def test_linear_is_x_times_w_transposed_on_every_path(rows: int, wide: str) -> N
     np.testing.assert_allclose(got[-1], one, rtol=1e-5, atol=1e-5)
     if wide == "tiles" and rows >= TILED_MAX:     # a prefill's many rows: sgemm on the loaded layout
         np.testing.assert_array_equal(got, linear(x, w_t))
+    buffer = np.full((rows, n_out), np.nan, dtype=np.float32)     # the forward's scratch buffer
+    into = linear(x, w_t, copy, out=buffer)
+    np.testing.assert_array_equal(into, got)                      # the same bits, written or not
+    if copy is None:                                              # the loaded layout writes it
+        assert into is buffer
+
+
+def test_scratch_reuses_its_buffers_and_grows_them() -> None:
+    s = Scratch()
+    a = s.take("x", 3, 4)
+    assert a.shape == (3, 4) and a.dtype == np.float32 and a.flags.c_contiguous
+    b = s.take("x", 2, 5)                         # fewer elements: the same memory
+    assert np.shares_memory(a, b) and b.shape == (2, 5) and b.flags.c_contiguous
+    assert not np.shares_memory(a, s.take("y", 3, 4))             # one buffer per name
+    c = s.take("x", 5, 5)                         # more: a new buffer, twice the old at least
+    assert not np.shares_memory(a, c) and s.nbytes == 4 * (25 + 12)
+    assert np.shares_memory(c, s.take("x", 1, 24))
+
+
+def test_what_a_pass_returns_outlives_the_next_pass() -> None:
+    t = transformer("qwen2_tied_f32")
+    ids = np.asarray(PROMPT)
+    first = t.hidden(ids, causal=True)
+    kept, logits = first.copy(), t.forward(ids[:3])
+    kept_logits = logits.copy()
+    t.forward(ids[::-1])                          # the same buffers, other values
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(logits, kept_logits)
+    assert t.scratch.nbytes > 0 and not np.shares_memory(first, logits)
 
 
 def test_rms_norm_by_definition() -> None:

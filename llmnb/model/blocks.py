@@ -26,19 +26,21 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.config import ROPE_SCALINGS, ModelError
+from llmnb.model.scratch import Scratch
 
 F32 = npt.NDArray[np.float32]
 
 
 # --- the blocks, in the order they run ------------------------------------------------------
 
-def rms_norm(x: F32, weight: F32, eps: float) -> F32:
-    """x / sqrt(mean(x^2) + eps) * weight, per row (one (T, d) array written, the weight
-    applied in place: the same arithmetic as the one-line form, without its temporary)."""
+def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
+    """x / sqrt(mean(x^2) + eps) * weight, per row (one (T, d) array written, `out` if given,
+    the weight applied in place: the same arithmetic as the one-line form, without its
+    temporary)."""
     ms = np.einsum("td,td->t", x, x)[:, None] / np.float32(x.shape[-1])   # (T, 1) mean of squares
-    out: F32 = x / np.sqrt(ms + np.float32(eps))                          # (T, d)
-    out *= weight
-    return out
+    y: F32 = np.divide(x, np.sqrt(ms + np.float32(eps)), out=out)        # (T, d)
+    y *= weight
+    return y
 
 
 # YaRN's correction range: the dimensions that turn more than BETA_FAST times over the original
@@ -129,30 +131,37 @@ def apply_rope_inplace(x: F32, cos: F32, sin: F32) -> None:
 
 
 def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
-              key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
+              key_mask: npt.NDArray[np.bool_] | None = None,
+              scratch: Scratch | None = None) -> F32:
     """Grouped-query scaled dot-product attention.
 
     q: (n_head, T, hd); k, v: (n_kv, S, hd) with n_head a multiple of n_kv (each group of
     n_head/n_kv query heads shares one key/value head). Query t sits at absolute position
     q_offset + t; with `causal` it sees keys 0 .. q_offset + t. `key_mask` (S,) False hides
     a key from every query (padding); a (T, S) mask hides it per query. Returns (T, n_head * hd).
+    With `scratch` the scaled queries, the scores and the output go into its buffers.
     """
-    return attend(attention_weights(q, k, causal, q_offset, key_mask), v)
+    return attend(attention_weights(q, k, causal, q_offset, key_mask, scratch), v, scratch)
 
 
 def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
-                      key_mask: npt.NDArray[np.bool_] | None = None) -> F32:
+                      key_mask: npt.NDArray[np.bool_] | None = None,
+                      scratch: Scratch | None = None) -> F32:
     """The first half of ``attention``: softmax(q k^T / sqrt(hd)) over the keys (the last
     axis), (n_kv, group, T, S) float32. Its own softmax, not ``llmnb.softmax``'s float64 one:
-    float32, normalised in place in the scores buffer, for speed."""
+    float32, normalised in place in the scores buffer, for speed. With `scratch` that buffer
+    is its own, reused by the next call: a caller that keeps the weights passes none."""
     n_head, t, hd = q.shape
     n_kv, s, _ = k.shape
     group = n_head // n_kv
     # q scaled first (one (nh, T, hd) array written, where scaling the scores would pass over
     # all of them; exact for a power-of-two head size), its heads then one (g*T, hd) matrix
     # per key/value head: one product per group, not one per query head
-    qs = np.multiply(q, np.float32(1.0 / np.sqrt(hd)))        # (nh, T, hd), contiguous
-    scores = np.matmul(qs.reshape(n_kv, group * t, hd), k.transpose(0, 2, 1)).reshape(
+    qs = None if scratch is None else scratch.take("q", n_head * t, hd).reshape(n_head, t, hd)
+    qs = np.multiply(q, np.float32(1.0 / np.sqrt(hd)), out=qs)   # (nh, T, hd), contiguous
+    out = None if scratch is None else scratch.take("scores", n_kv * group * t, s).reshape(
+        n_kv, group * t, s)
+    scores = np.matmul(qs.reshape(n_kv, group * t, hd), k.transpose(0, 2, 1), out=out).reshape(
         n_kv, group, t, s)                                    # (n_kv, g, T, S)
     hidden = np.float32(-np.inf)
     if causal and not (t == 1 and q_offset == s - 1):   # one newest query sees every key
@@ -167,12 +176,20 @@ def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
     return probs
 
 
-def attend(probs: F32, v: F32) -> F32:
-    """The second half of ``attention``: the weighted sum of values, (T, n_head * hd)."""
+def attend(probs: F32, v: F32, scratch: Scratch | None = None) -> F32:
+    """The second half of ``attention``: the weighted sum of values, (T, n_head * hd) (in
+    `scratch`'s buffers, if given)."""
     n_kv, group, t, s = probs.shape
     hd = v.shape[2]
-    out: F32 = np.matmul(probs.reshape(n_kv, group * t, s), v)   # (n_kv, g*T, hd): one per group
-    return out.reshape(n_kv, group, t, hd).transpose(2, 0, 1, 3).reshape(t, n_kv * group * hd)
+    heads = None if scratch is None else scratch.take("heads", n_kv * group * t, hd).reshape(
+        n_kv, group * t, hd)
+    out: F32 = np.matmul(probs.reshape(n_kv, group * t, s), v, out=heads)   # (n_kv, g*T, hd)
+    by_row = out.reshape(n_kv, group, t, hd).transpose(2, 0, 1, 3)      # (T, n_kv, g, hd), a view
+    if scratch is None:
+        return by_row.reshape(t, n_kv * group * hd)
+    rows = scratch.take("attn", t, n_kv * group * hd)
+    np.copyto(rows.reshape(t, n_kv, group, hd), by_row)
+    return rows
 
 
 def silu(x: F32) -> F32:
@@ -180,9 +197,10 @@ def silu(x: F32) -> F32:
     return (x / (np.float32(1.0) + np.exp(-x))).astype(np.float32, copy=False)
 
 
-def swiglu(gate: F32, up: F32) -> F32:
+def swiglu(gate: F32, up: F32, out: F32 | None = None) -> F32:
     """SwiGLU's elementwise part: silu(gate) * up (the projections happen around it), in one
-    (T, ff) buffer: the same arithmetic as ``silu(gate) * up``, without its four temporaries.
+    (T, ff) buffer (`out` if given): the same arithmetic as ``silu(gate) * up``, without its
+    four temporaries.
 
     numpy, not numexpr, here as in the attention softmax and ``rms_norm``: numexpr's float32
     exp is a scalar loop (no VML in its wheel) where numpy's is AVX-512, and on these sizes its
@@ -190,7 +208,7 @@ def swiglu(gate: F32, up: F32) -> F32:
     against 0.22 ms (T = 96) and 5.0 against 0.68 ms (T = 288) at 1 thread, 1.9 against 0.57
     ms at 2; the softmax 0.3-0.4x, RMSNorm 0.13-0.26x (numexpr 2.14, numpy 2.4, 2-core EPYC:
     ``python -m llmnb.perf.bench_diffusion --elementwise``)."""
-    out = np.negative(gate)                                   # (T, ff)
+    out = np.negative(gate, out=out)                          # (T, ff)
     np.exp(out, out=out)
     out += np.float32(1.0)
     np.divide(gate, out, out=out)
@@ -208,9 +226,10 @@ def gelu_tanh(x: F32) -> F32:
     return (np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))).astype(np.float32, copy=False)
 
 
-def geglu(gate: F32, up: F32) -> F32:
-    """GeGLU's elementwise part: gelu(gate) * up (Shazeer 2020)."""
-    return gelu_tanh(gate) * up
+def geglu(gate: F32, up: F32, out: F32 | None = None) -> F32:
+    """GeGLU's elementwise part: gelu(gate) * up (Shazeer 2020), into `out` if given."""
+    y: F32 = np.multiply(gelu_tanh(gate), up, out=out)
+    return y
 
 
 def head_rms_norm(x: F32, weight: F32, eps: float) -> F32:
@@ -279,7 +298,8 @@ TILED_ROWS = 2
 TILED_MAX = 64
 
 
-def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None) -> F32:
+def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None,
+           out: F32 | None = None) -> F32:
     """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
     optionally also as itself, w = W (the wide layout): (out, in), for WIDE_ROWS rows or more,
     or in tiles (``F32Tiles``), for TILED_ROWS up to TILED_MAX rows.
@@ -292,12 +312,15 @@ def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None) -> F32:
     product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
     row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
     when the (out, in) copy is given.
+
+    `out`, a (T, out) float32 buffer, receives the product on the paths over the loaded
+    (in, out) layout (one row, a few rows, sgemm); the others return an array of their own.
     """
-    out: F32
+    y: F32
     if not isinstance(w_t, np.ndarray):
         if isinstance(w, np.ndarray) and x.shape[0] >= WIDE_ROWS_QUANTIZED:
-            out = (w @ x.T).T                                 # (T, out), a view of (out, T)
-            return out
+            y = (w @ x.T).T                                   # (T, out), a view of (out, T)
+            return y
         return w_t.matmul(x)
     t = x.shape[0]
     if isinstance(w, F32Tiles):
@@ -305,16 +328,17 @@ def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None) -> F32:
             return w.matmul(x)
         w = None
     if w is not None and t >= WIDE_ROWS:
-        out = (w @ x.T).T                                     # (T, out), a view of (out, T)
+        y = (w @ x.T).T                                       # (T, out), a view of (out, T)
     elif t == 1:
-        out = (x[0] @ w_t)[None, :]                           # (1, out)
+        y = np.empty((1, w_t.shape[1]), dtype=np.float32) if out is None else out
+        np.matmul(x[0], w_t, out=y[0])                        # (1, out)
     elif t <= FEW_ROWS:
         n = w_t.shape[1]
-        out = np.empty((t, n), dtype=np.float32)              # (T, out)
+        y = np.empty((t, n), dtype=np.float32) if out is None else out   # (T, out)
         for j in range(0, n, COL_BLOCK):
             block = w_t[:, j:j + COL_BLOCK]                   # (in, <= COL_BLOCK), strided
             for r in range(t):
-                np.matmul(x[r], block, out=out[r, j:j + COL_BLOCK])
+                np.matmul(x[r], block, out=y[r, j:j + COL_BLOCK])
     else:
-        out = x @ w_t                                         # (T, out)
-    return out
+        y = np.matmul(x, w_t, out=out)                        # (T, out)
+    return y

@@ -44,6 +44,7 @@ from llmnb.model.blocks import (
     rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
+from llmnb.model.scratch import Scratch
 from llmnb.model.weights import Weights, available_memory
 from llmnb.model.wide import NARROW, Copy, WideLayer, wide, wide_bytes, wide_size
 
@@ -76,7 +77,10 @@ class KeyPositions(Protocol):
 
 
 class Transformer:
-    """A decoder stack over ``Weights``; ``forward`` returns float32 logits."""
+    """A decoder stack over ``Weights``; ``forward`` returns float32 logits.
+
+    The activations between blocks go into buffers it keeps from pass to pass (``Scratch``,
+    llama2.c's ``RunState``): a Transformer runs one pass at a time."""
 
     def __init__(self, config: ModelConfig, weights: Weights) -> None:
         self.config = config
@@ -95,6 +99,7 @@ class Transformer:
         # attention() scales q.k by 1/sqrt(head_dim); a family with another scale rescales q
         self.q_scale = (config.attn_scale * float(np.sqrt(config.head_dim))
                         if config.attn_scale else 1.0)
+        self.scratch = Scratch()
 
     def use_wide(self, on: bool = True, quantized: bool = False, tiles: bool = True) -> int:
         """Keep (or drop) the wide layout of the weights, which batches of several rows
@@ -157,15 +162,17 @@ class Transformer:
         cos, sin = self.rope_at(positions, False)                         # (T, rope_dim/2)
         cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
-        h = self.weights.embed(ids)                                        # (T, d)
+        s, d = self.scratch, c.n_embd
+        h = self.weights.embed(ids)                                        # (T, d), this pass's own
         if c.embd_scale != 1.0:
             h *= np.float32(c.embd_scale)
         for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
             ww = self.wide[i] if self.wide else NARROW
             slides = c.swa_layers[i] if c.swa_layers else False
-            x = rms_norm(h, lw.attn_norm, c.rms_eps)                       # (T, d)
-            qkv = np.ascontiguousarray(linear(x, lw.wqkv_t, ww.wqkv))      # (T, nq + 2 nkv)
+            x = rms_norm(h, lw.attn_norm, c.rms_eps, s.take("x", t, d))   # (T, d)
+            qkv = np.ascontiguousarray(linear(x, lw.wqkv_t, ww.wqkv,
+                                              s.take("qkv", t, nq + 2 * nkv)))  # (T, nq + 2 nkv)
             if lw.bqkv is not None:
                 qkv += lw.bqkv
             # q and k heads side by side as the projection wrote them, (T, nh + nkv, hd):
@@ -190,19 +197,20 @@ class Transformer:
             if slides:
                 mask = self._window_mask(i, positions, k.shape[1], cache, key_mask)
             if observe is None:
-                a = attention(q, k, v, causal, q_offset, mask)             # (T, nq)
-            else:
+                a = attention(q, k, v, causal, q_offset, mask, s)          # (T, nq)
+            else:                                            # weights of its own, to be kept
                 p = attention_weights(q, k, causal, q_offset, mask)      # (nkv, g, T, S)
                 observe(i, p)
-                a = attend(p, v)
-            o = linear(a, lw.wo_t, ww.wo)                                  # (T, d)
+                a = attend(p, v, s)
+            o = linear(a, lw.wo_t, ww.wo, s.take("delta", t, d))           # (T, d)
             if lw.post_attn_norm is not None:
                 o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
             h += o                                           # h is this pass's own: added in place
-            x = rms_norm(h, lw.ffn_norm, c.rms_eps)
-            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up)                   # (T, 2 ff)
+            x = rms_norm(h, lw.ffn_norm, c.rms_eps, s.take("x", t, d))
+            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up, s.take("gu", t, 2 * c.n_ff))  # (T, 2 ff)
             act = geglu if c.ffn_act == "gelu" else swiglu
-            f = linear(act(gu[:, :c.n_ff], gu[:, c.n_ff:]), lw.w_down_t, ww.w_down)   # (T, d)
+            ff = act(gu[:, :c.n_ff], gu[:, c.n_ff:], s.take("ff", t, c.n_ff))          # (T, ff)
+            f = linear(ff, lw.w_down_t, ww.w_down, s.take("delta", t, d))            # (T, d)
             if lw.post_ffn_norm is not None:
                 f = rms_norm(f, lw.post_ffn_norm, c.rms_eps)
             h += f
