@@ -3,6 +3,7 @@ tree's .py files, the compiled one the installed extension modules), on the tiny
 repeats=1, and the rows pair the same workloads with equal outputs. No timing is asserted."""
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ def test_the_pure_worker_imports_the_source_trees_py_files_and_runs_every_worklo
     assert [r["workload"].split(":")[0] for r in pure["rows"]] == KINDS
     for r in pure["rows"]:
         assert r["ms"] > 0 and len(r["output"]) == 12, r
+        assert r["compiled"] is False and r["module"].startswith("llmnb."), r
     assert "open GGUF: tiny-ar" in [r["workload"] for r in pure["rows"]]
 
 
@@ -49,17 +51,26 @@ def test_the_compiled_worker_runs_the_installed_extension_modules_with_the_same_
     rows = compare([pure], [compiled])            # raises if any output differs
     assert [r["workload"] for r in rows] == [r["workload"] for r in pure["rows"]]
     for r in rows:
-        assert set(r) == {"workload", "pure_ms", "compiled_ms", "speedup"}
+        assert set(r) == {"workload", "module", "compiled", "pure_ms", "compiled_ms", "speedup"}
         assert r["pure_ms"] > 0 and r["compiled_ms"] > 0
         assert r["speedup"] == pytest.approx(r["pure_ms"] / r["compiled_ms"])
+        module = importlib.import_module(r["module"])        # as this process imports it
+        assert r["compiled"] is not (module.__file__ or "").endswith(".py"), r
+    compiled_here = {r["module"]: r["compiled"] for r in rows}
+    assert compiled_here["llmnb.gguf.reader"] and compiled_here["llmnb.ar.lookup"]  # gains
 
 
 def test_compare_refuses_builds_whose_outputs_or_workloads_differ() -> None:
-    def report(ms: float, output: str = "abc", workload: str = "w") -> dict[str, Any]:
-        return {"rows": [{"workload": workload, "ms": ms, "output": output}]}
+    def report(ms: float, output: str = "abc", workload: str = "w",
+               compiled: bool = True) -> dict[str, Any]:
+        return {"rows": [{"workload": workload, "ms": ms, "output": output, "module": "llmnb.m",
+                          "compiled": compiled}]}
 
     assert compare([report(2.0), report(9.0), report(3.0)], [report(1.0)]) == [
-        {"workload": "w", "pure_ms": 3.0, "compiled_ms": 1.0, "speedup": 3.0}]   # medians
+        {"workload": "w", "module": "llmnb.m", "compiled": True, "pure_ms": 3.0,
+         "compiled_ms": 1.0, "speedup": 3.0}]                                   # medians
+    assert compare([report(2.0)], [report(1.0), report(1.0, compiled=False)])[0]["compiled"] \
+        is False
     with pytest.raises(RuntimeError, match="w: the outputs differ"):
         compare([report(2.0)], [report(1.0, output="abd")])
     with pytest.raises(RuntimeError, match="w: the outputs differ"):

@@ -20,8 +20,12 @@ quantizing a tensor (``llmnb.quant``: whole-array numpy calls, where compiling h
 remove). Each is one warm-up and the median of `repeats` runs in a worker; each build's
 worker runs ``ROUNDS`` times, the builds alternating which goes first, and a row keeps the
 median of a build's workers (the machine is shared: drift between two workers run one after
-the other was as large as the effect measured). Rows: {workload, pure_ms, compiled_ms,
-speedup} with speedup = pure_ms / compiled_ms.
+the other was as large as the effect measured). Rows: {workload, module, compiled, pure_ms,
+compiled_ms, speedup} with speedup = pure_ms / compiled_ms; `module` is where the workload's
+code is and `compiled` whether the installed build compiled it (setup.py compiles only what
+gained: a row with `compiled` false runs the same interpreted code in both builds, and its
+speed-up is 1 but for noise). Built with ``LLMNB_COMPILE=all`` every row is compiled, which
+is how setup.py's choice is measured.
 """
 from __future__ import annotations
 
@@ -80,8 +84,10 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
 
     rows: list[dict[str, Any]] = []
 
-    def add(workload: str, seconds: float, output: object) -> None:
-        rows.append({"workload": workload, "ms": 1e3 * seconds, "output": _digest(output)})
+    def add(workload: str, seconds: float, output: object, module: str) -> None:
+        file = sys.modules[module].__file__ or ""
+        rows.append({"workload": workload, "ms": 1e3 * seconds, "output": _digest(output),
+                     "module": module, "compiled": not file.endswith(".py")})
 
     # the median of a figure a call reports of itself (its stats), after the caller's warm-up;
     # wall times go through timing.median_time(s)
@@ -93,7 +99,8 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
         for name, path in models.items():
             with open_gguf(path) as f:
                 shape = (len(f.fields), len(f.tensors))
-            add(f"open GGUF: {name}", median_time(lambda: open_gguf(path).close(), repeats), shape)
+            add(f"open GGUF: {name}", median_time(lambda: open_gguf(path).close(), repeats), shape,
+                "llmnb.gguf.reader")
         toks: dict[str, Tokenizer] = {}
         for name, path in models.items():
             with open_gguf(path) as f:
@@ -102,15 +109,16 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
             toks[name] = tok
             add(f"build tokenizer: {name} ({tok.vocab_size} tokens)",
                 median_time(lambda: tokenizer_from_metadata(meta, path), repeats),
-                tok.encode(PROMPT))
+                tok.encode(PROMPT), "llmnb.tokenizer.build")
         name, tok = next(iter(toks.items()))
         novel = (root / "text" / "persuasion.txt").read_text(encoding="utf-8")
         text = novel[:TEXT_CHARS]
         ids = tok.encode(text)
         add(f"encode: {TEXT_CHARS:,} characters, {name}",
-            median_time(lambda: tok.encode(text), repeats), ids)
+            median_time(lambda: tok.encode(text), repeats), ids, "llmnb.tokenizer.tokenizer")
         add(f"decode: {len(ids):,} tokens, {name}",
-            median_time(lambda: tok.decode(ids), repeats), tok.decode(ids))
+            median_time(lambda: tok.decode(ids), repeats), tok.decode(ids),
+            "llmnb.tokenizer.tokenizer")
 
         ar = load(root / "models" / "tiny-ar.gguf")
         out = generate(ar, PROMPT, DECODE_TOKENS, Greedy(), chat=True)
@@ -120,7 +128,7 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
             r = generate(ar, PROMPT, DECODE_TOKENS, Greedy(), chat=True)
             return r.stats.decode_s / max(1, len(r.tokens) - 1)
         add(f"greedy decoding: tiny-ar, per token ({n} tokens)",
-            median_of(per_token), out.tokens)
+            median_of(per_token), out.tokens, "llmnb.ar.engine")
 
         gen: list[Generator] = []
 
@@ -132,7 +140,8 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
             for token in out.tokens[:-1]:
                 gen[0].feed(token)
         add("greedy decoding: tiny-ar, its forward alone per token (Generator.feed)",
-            median_times([feed_all], repeats, before=prefilled)[0] / max(1, n - 1), out.tokens)
+            median_times([feed_all], repeats, before=prefilled)[0] / max(1, n - 1), out.tokens,
+            "llmnb.model.transformer")
 
         context = ar.tokenizer.encode(novel)[:LOOKUP_TOKENS]
         drafters: list[Drafter] = [LookupDrafter(), NgramDrafter()]
@@ -148,20 +157,21 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
                     seen.extend(context[i:i + ROUND])
                     drafts.append(drafter.propose(seen, DRAFT, greedy, rng).tokens)
             add(f"{drafter.name} drafter: {len(context):,}-token context, {ROUND} a round",
-                median_time(feed, repeats), drafts)
+                median_time(feed, repeats), drafts, "llmnb.ar.lookup")
 
         llada = load(root / "models" / "tiny-llada.gguf")
         kw: dict[str, Any] = {"gen_length": 48, "steps": 16, "chat": True}
         res = diffuse(llada, PROMPT, **kw)
         label = f"tiny-llada, {kw['gen_length']} positions, {res.steps_taken} steps"
         add(f"diffusion loop: {label}",
-            median_of(lambda: diffuse(llada, PROMPT, **kw).stats.seconds), res.tokens)
+            median_of(lambda: diffuse(llada, PROMPT, **kw).stats.seconds), res.tokens,
+            "llmnb.diffusion.engine")
 
         def bookkeeping() -> float:
             s = diffuse(llada, PROMPT, **kw).stats
             return s.seconds - sum(s.forward_s)
         add(f"diffusion bookkeeping (loop minus forwards): {label}",
-            median_of(bookkeeping), res.tokens)
+            median_of(bookkeeping), res.tokens, "llmnb.diffusion.engine")
 
         g = np.random.default_rng(0)                  # controls: modules of numpy calls only
         for t in (GGMLType.Q8_0, GGMLType.Q4_K):
@@ -169,11 +179,11 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
             shape = (raw.shape[0], ROW)
             add(f"numpy only: dequantize {type_name(t)}, {QUANT_WEIGHTS:,} weights",
                 median_time(lambda: dequantize(raw, t, shape), repeats),
-                dequantize(raw, t, shape).tobytes())
+                dequantize(raw, t, shape).tobytes(), "llmnb.quant.formats")
         x = g.standard_normal((QUANT_WEIGHTS // 4 // ROW, ROW)).astype(np.float32)
         add(f"numpy only: quantize Q4_K, {x.size:,} weights",
             median_time(lambda: quantize(x, GGMLType.Q4_K), repeats),
-            quantize(x, GGMLType.Q4_K).tobytes())
+            quantize(x, GGMLType.Q4_K).tobytes(), "llmnb.quant.formats")
     return {"reader": reader.__file__ or "", "compiled": is_compiled(), "rows": rows}
 
 
@@ -228,8 +238,9 @@ def run_build(pure_root: Path | None, repeats: int, data: Path,
 
 def compare(pure: list[dict[str, Any]], compiled: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per workload from each build's worker reports: the median over a build's
-    reports of their ms, and pure / compiled; RuntimeError when any two reports ran different
-    workloads or produced different outputs."""
+    reports of their ms, and pure / compiled, with the workload's module and whether the
+    compiled build compiled it; RuntimeError when any two reports ran different workloads or
+    produced different outputs."""
     first = pure[0]["rows"]
     for report in pure + compiled:
         if [r["workload"] for r in report["rows"]] != [r["workload"] for r in first]:
@@ -244,8 +255,9 @@ def compare(pure: list[dict[str, Any]], compiled: list[dict[str, Any]]) -> list[
     for i, p in enumerate(first):
         a = statistics.median(report["rows"][i]["ms"] for report in pure)
         b = statistics.median(report["rows"][i]["ms"] for report in compiled)
-        rows.append({"workload": p["workload"], "pure_ms": a, "compiled_ms": b,
-                     "speedup": a / b if b > 0 else 0.0})
+        rows.append({"workload": p["workload"], "module": p["module"],
+                     "compiled": all(report["rows"][i]["compiled"] for report in compiled),
+                     "pure_ms": a, "compiled_ms": b, "speedup": a / b if b > 0 else 0.0})
     return rows
 
 
