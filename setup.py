@@ -15,21 +15,28 @@ from setuptools import setup
 
 # What compiling buys, measured by `llmnb bench compiled` (the compiled build against the same
 # source interpreted, alternating, 1 thread) on a build with every module compiled
-# (LLMNB_COMPILE=all): `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE llmnb bench compiled`.
+# (LLMNB_COMPILE=all): `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE llmnb bench compiled
+# --repeats 15`, pure / compiled time, on a 2-core Intel Xeon (AVX-512).
 # Compiled, for the Python-level loops it shortens:
-# - gguf/: opening a GGUF (header, metadata, tensor infos);
+# - gguf/: opening a GGUF (header, metadata, tensor infos), 1.12-1.39x;
 # - tokenizer/: building a tokenizer from a vocabulary (the merges and the byte tables),
-#   decoding tokens to text;
-# - ar/lookup.py: the lookup and n-gram drafters' per-round matching over a long context
-#   (with ar/draft.py, whose Drafter they extend, and llmnb/errors.py, which the errors of
-#   these layers extend: a compiled class extends compiled classes).
-COMPILED_DIRS = ("llmnb/gguf/", "llmnb/tokenizer/")
-COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/errors.py"}
-# Interpreted, because compiling showed no gain: the decode step (model/, ar/engine.py,
-# kv_cache.py, sampling.py, text_stream.py), the diffusion loop and its bookkeeping
-# (diffusion/), quantize and dequantize (quant/) spend their time in numpy calls, which mypyc
-# does not shorten, and the rest (the speculative controller, hub, softmax, perf/) is glue
-# around them. The user-facing glue (cli, source, widgets, the benches) gains nothing either.
+#   1.21-1.32x, and decoding tokens to text, 1.35-1.37x (encoding is the Rust side's, 0.94-1.03x);
+# - ar/lookup.py: the lookup and n-gram drafters' matching over a long context, 1.70-1.75x and
+#   2.38-2.46x (with ar/draft.py, whose Drafter they extend);
+# - the decode step: model/ (the forward's per-layer loop) and ar/engine.py, kv_cache.py,
+#   sampling.py, text_stream.py, 1.05-1.07x per token on tiny-ar and 1.03-1.05x for the
+#   forward alone: small, but in every run;
+# - errors.py and each compiled layer's errors.py, whose exceptions the layers raise.
+COMPILED_DIRS = ("llmnb/gguf/", "llmnb/tokenizer/", "llmnb/model/")
+COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/ar/engine.py", "llmnb/ar/kv_cache.py",
+            "llmnb/ar/sampling.py", "llmnb/ar/text_stream.py", "llmnb/ar/errors.py",
+            "llmnb/errors.py"}
+# Interpreted, because compiling showed no gain: the diffusion loop (1.00-1.04x) and its
+# bookkeeping (0.98-1.00x) in diffusion/, and quant/'s whole-array numpy calls (dequantize
+# 0.93-1.07x, quantize Q4_K 0.83-0.87x: slower compiled). Interpreted too, until a workload
+# shows a gain: the modules none of them times (the speculative controller, kv_eviction,
+# perplexity, hub, softmax, perf/).
+# The ranges are three runs of that command.
 # Never compiled: writer.py, gguf_file.py and model/convert.py import gguf-py, which the
 # isolated build environment does not have; perf/heldout.py serves only the benches;
 # llmnb/kernels/ is numba's, which compiles those functions itself (it cannot compile
