@@ -31,8 +31,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | $(QUIET)
 
-# A compiled, non-editable install: what users get and what the tests exercise.
+# A compiled, non-editable install: what users get and what the tests exercise. pip builds in
+# the tree: a build/ left by another set of compiled modules (setup.py) would ship its stale
+# extension modules beside the new ones, so it goes first.
 $(STAMP): $(BIN)/python $(SOURCES)
+	rm -rf build
 	$(PIP) install -q -c constraints.txt ".[notebooks,dev]" 2>&1 | $(QUIET)
 	$(BIN)/python -I -c "import llmnb.gguf.reader as r, sys; sys.exit(r.__file__.endswith('.py'))" \
 		|| (echo "llmnb did not install compiled"; exit 1)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
+from mypy_extensions import mypyc_attr
 
 from llmnb.ar.errors import GenerationError
 from llmnb.model.config import ModelConfig
@@ -20,6 +21,7 @@ from llmnb.model.config import ModelConfig
 F32 = npt.NDArray[np.float32]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)   # the evicting cache (kv_eviction) extends it
 class KVCache:
     def __init__(self, config: ModelConfig, capacity: int) -> None:
         if capacity < 1:
