@@ -36,7 +36,7 @@ COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/ar/engine.py", "ll
 # 0.93-1.07x, quantize Q4_K 0.83-0.87x: slower compiled). Interpreted too, until a workload
 # shows a gain: the modules none of them times (the speculative controller, kv_eviction,
 # perplexity, hub, softmax, perf/).
-# The ranges are three runs of that command.
+# The ranges are three runs of that command (the first at the default --repeats 5).
 # Never compiled: writer.py, gguf_file.py and model/convert.py import gguf-py, which the
 # isolated build environment does not have; perf/heldout.py serves only the benches;
 # llmnb/kernels/ is numba's, which compiles those functions itself (it cannot compile
