@@ -54,6 +54,9 @@ def compiled_modules(every: bool = False) -> list[str]:
     return can if every else [p for p in can if p in COMPILED or p.startswith(COMPILED_DIRS)]
 
 
+if os.environ.get("LLMNB_COMPILE", "") not in ("", "all"):
+    raise SystemExit(f"setup.py: LLMNB_COMPILE: expected 'all' or unset, got "
+                     f"{os.environ['LLMNB_COMPILE']!r}")
 if os.environ.get("LLMNB_PURE_PYTHON", "") in ("", "0"):
     from mypyc.build import mypycify
 
