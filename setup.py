@@ -54,13 +54,12 @@ def compiled_modules(every: bool = False) -> list[str]:
     return can if every else [p for p in can if p in COMPILED or p.startswith(COMPILED_DIRS)]
 
 
-if os.environ.get("LLMNB_COMPILE", "") not in ("", "all"):
-    raise SystemExit(f"setup.py: LLMNB_COMPILE: expected 'all' or unset, got "
-                     f"{os.environ['LLMNB_COMPILE']!r}")
+COMPILE = os.environ.get("LLMNB_COMPILE", "")
+if COMPILE not in ("", "all"):
+    raise SystemExit(f"setup.py: LLMNB_COMPILE: expected 'all' or unset, got {COMPILE!r}")
 if os.environ.get("LLMNB_PURE_PYTHON", "") in ("", "0"):
     from mypyc.build import mypycify
 
-    every = os.environ.get("LLMNB_COMPILE", "") == "all"
-    setup(ext_modules=mypycify(compiled_modules(every), opt_level="3"))
+    setup(ext_modules=mypycify(compiled_modules(COMPILE == "all"), opt_level="3"))
 else:
     setup()

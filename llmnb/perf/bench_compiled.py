@@ -85,9 +85,8 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
     rows: list[dict[str, Any]] = []
 
     def add(workload: str, seconds: float, output: object, module: str) -> None:
-        file = sys.modules[module].__file__ or ""
         rows.append({"workload": workload, "ms": 1e3 * seconds, "output": _digest(output),
-                     "module": module, "compiled": not file.endswith(".py")})
+                     "module": module, "compiled": is_compiled(module)})
 
     # the median of a figure a call reports of itself (its stats), after the caller's warm-up;
     # wall times go through timing.median_time(s)

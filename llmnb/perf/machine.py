@@ -97,11 +97,12 @@ def blas_info() -> list[dict[str, Any]]:
             for info in threadpool_info() if info.get("user_api") == "blas"]
 
 
-def is_compiled() -> bool:
-    """True when llmnb's core modules are mypyc-compiled extension modules."""
-    from llmnb.gguf import reader
+def is_compiled(module: str = "llmnb.gguf.reader") -> bool:
+    """True when `module` (by default the GGUF reader, which every compiled build compiles)
+    was imported as a mypyc-compiled extension module rather than its ``.py`` file."""
+    import importlib
 
-    return not (reader.__file__ or "").endswith(".py")
+    return not (importlib.import_module(module).__file__ or "").endswith(".py")
 
 
 @dataclass(frozen=True)
