@@ -386,10 +386,13 @@ def _add_kv_flags(s: argparse.ArgumentParser) -> None:
 
 
 def _add_weights_flag(s: argparse.ArgumentParser, help_default: str) -> None:
-    s.add_argument("--weights", choices=["auto", "quantized", "f32"], default="auto",
-                   help="quantized: multiply the file's blocks directly (llmnb.kernels); f32: "
-                        "dequantize to float32 (the reference path); auto (default): "
-                        + help_default)
+    s.add_argument("--weights", choices=["auto", "quantized", "quantized-float", "f32"],
+                   default="auto",
+                   help="quantized: multiply the file's blocks directly, activations quantized "
+                        "to 8 bits and integer products where the CPU has them (llmnb.kernels; "
+                        "LLMNB_KERNELS=float|avx2|vnni256|vnni picks the kernels); "
+                        "quantized-float: the blocks with float activations; f32: dequantize "
+                        "to float32 (the reference path); auto (default): " + help_default)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -567,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cores, and their count)")
     s.add_argument("--peer", metavar="PATH",
                    help="a local llama.cpp build folder (or its llama-bench) to compare against")
-    s.add_argument("--weights", choices=["quantized", "f32"], nargs="+", default=None,
+    s.add_argument("--weights", choices=["quantized", "quantized-float", "f32"], nargs="+",
+                   default=None,
                    help="the weights each model bench runs with (default: quantized and f32, "
                         "side by side, where a bench compares them)")
     s.add_argument("--models", nargs="+", default=None, metavar="MODEL",

@@ -152,7 +152,8 @@ def retyped_fixture(tmp_path: Path, name: str, t: int) -> Path:
 
 
 def both_ways(path: Path) -> tuple[llmnb.Model, llmnb.Model]:
-    return llmnb.load(path, weights="quantized"), llmnb.load(path, weights="f32")
+    """The float-activation kernels on the file's blocks, and its float32 copy."""
+    return llmnb.load(path, weights="quantized-float"), llmnb.load(path, weights="f32")
 
 
 @pytest.mark.parametrize("name", ["llama_f32", "qwen2_tied_f32", "dream_f32"])
@@ -166,7 +167,7 @@ def test_quantized_forward_is_within_1e_4_of_the_f32_path(tmp_path: Path, name: 
 
 @pytest.mark.parametrize("name", ["llama_f16", "dream_f16"])
 def test_f16_fixtures_through_the_f16_kernel_match_the_reference_logits(name: str) -> None:
-    m = llmnb.load(ORACLE / MANIFEST["fixtures"][name]["gguf"], weights="quantized")
+    m = llmnb.load(ORACLE / MANIFEST["fixtures"][name]["gguf"], weights="quantized-float")
     for case in MANIFEST["fixtures"][name]["cases"]:
         np.testing.assert_allclose(forward_case(m.transformer, name, case), reference(name)[case], **TOL)
 
@@ -175,7 +176,7 @@ def test_the_default_is_quantized_for_block_files_and_f32_for_float_files(tmp_pa
     assert default_weights(llmnb.gguf.open(ORACLE / "llama_f16.gguf")) == "f32"
     assert default_weights(llmnb.gguf.open(retyped_fixture(tmp_path, "llama_f32", T.Q4_0))) == "quantized"
     assert llmnb.load(ORACLE / "llama_f32.gguf").plan.weights == "f32"
-    with pytest.raises(llmnb.LLMNBError, match="weights: expected 'quantized', 'f32' or 'auto'") as e:
+    with pytest.raises(llmnb.LLMNBError, match="weights: expected one of quantized, quantized-float, f32 or 'auto'") as e:
         llmnb.load(ORACLE / "llama_f32.gguf", weights="q4")
     assert e.value.exit_code == 2
 
@@ -268,12 +269,12 @@ def test_dense_way_in_small_panels_and_on_two_threads_matches_float64() -> None:
             assert rel_error(dense_matmul(x, p, panel), w, x) < REL_BOUND[T.Q4_1], panel
 
 
-def test_smollm2_greedy_ids_equal_on_quantized_and_f32_weights() -> None:
+def test_smollm2_greedy_ids_equal_on_quantized_float_and_f32_weights() -> None:
     path = hub_model("smollm2-135m")
-    for w in ("quantized", "f32"):
+    for w in ("quantized-float", "f32"):
         m = llmnb.load(path, weights=w)
         r = llmnb.generate(m, "The three primary colors are", max_new_tokens=24)
-        if w == "quantized":
+        if w == "quantized-float":
             ids, nbytes = r.tokens, m.transformer.weights.nbytes
         else:
             assert r.tokens == ids and nbytes < m.transformer.weights.nbytes / 4
@@ -285,7 +286,7 @@ def test_cli_weights_flag_runs_both_ways_and_refuses_an_unknown_value(tmp_path: 
 
     model = str(retyped_fixture(tmp_path, "llama_f32", T.Q8_0))
     ids = []
-    for w in ("quantized", "f32"):
+    for w in ("quantized-float", "f32"):
         r = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", model, "-p", "ab", "-n", "4",
                             "--weights", w, "--json"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -146,7 +146,7 @@ def costs_for(model: Model) -> VerifyCosts:
     if key not in _COSTS:
         priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
                    (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
-        _COSTS[key] = VerifyCosts(priors[weights == "quantized", wide])
+        _COSTS[key] = VerifyCosts(priors[weights != "f32", wide])
     return _COSTS[key]
 
 

@@ -132,7 +132,9 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
          residency: str = "auto", weights: str = "auto") -> Model:
     """Open a model by path or hub name (``llmnb.load``).
 
-    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``), "f32"
+    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``: integer
+    products where the CPU has them), "quantized-float" (the blocks, through the
+    float-activation kernels), "f32"
     (dequantize to float32: the reference path) or "auto" (quantized for block-quantized
     causal models, f32 for float files and for diffusion models that fit:
     ``weights.default_weights``). `residency`, for f32 weights:
@@ -140,7 +142,7 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     (resident if it fits). A model that does not fit is refused here.
     """
     if weights != "auto" and weights not in WEIGHTS:
-        raise UsageError(f"weights: expected 'quantized', 'f32' or 'auto', got {weights!r}")
+        raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)} or 'auto', got {weights!r}")
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
