@@ -46,17 +46,17 @@ from numba import njit, prange
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
 from llmnb.kernels.simd import (
-    broadcast4, dot4, dot4_wide, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd, imul, isplat,
-    isplat_rows, isub, izero, lanes, load_bytes, load_floats, load_widened, low_nibbles, rows,
+    bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd, imul, isplat,
+    isplat_rows, isub, izero, lanes, load_bytes, load_halves, load_widened, low_nibbles, rows,
     store_rows, to_floats, wide_offset,
 )
-from llmnb.quant.chunked import f16_column
 from llmnb.quant.kquants_dequant import k4_scales_mins
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]
 I32 = npt.NDArray[np.int32]
+U16 = npt.NDArray[np.uint16]
 T = GGMLType
 
 PANEL = 16                     # outputs per panel: one AVX-512 register of int32 sums
@@ -198,7 +198,8 @@ class IntMatrix:
     """A weight (n_out, n_in) in the integer kernels' layout (module docstring).
 
     Legacy formats: d (and m) per panel, block and output. k-quants: d and -dmin per panel,
-    super-block and output, and the integer scales sc (and minimums mn) per sub-block."""
+    super-block and output, and the integer scales sc (and minimums mn) per sub-block. The
+    float scales stay float16, as the file holds them: the kernel converts 16 at once."""
 
     ggml_type: int
     n_out: int
@@ -207,10 +208,12 @@ class IntMatrix:
     group: int             # inputs per integer sum: 32, or Q6_K's 16
     offset: int            # what a stored nibble adds (Q4_0's 8); bytes add 128 (``simd``)
     qs: U8                 # (panels, groups, group/4 or 4, 16, 4) flat
-    d: F32                 # (panels, blocks, 16) flat: per 32 (legacy) or per 256 (k-quants)
-    m: F32 | None          # legacy: the minimum per block; k-quants: -dmin per 256; or None
+    d: U16                 # (panels, blocks, 16) flat, fp16 as in the file: per 32 (legacy)
+                           # or per 256 (k-quants)
+    m: U16 | None          # legacy: the minimum per block; k-quants: -dmin per 256; or None
     sc: npt.NDArray[np.generic] | None = None    # k-quants: (panels, 256-blocks, subs, 16)
     mn: U8 | None = None                         # Q4_K/Q5_K: their minimums, the same shape
+    qh: U8 | None = None   # 5-bit formats: each nibble's fifth bit, (panels, groups, 4, 2, 8)
 
     @property
     def activations(self) -> str:
@@ -222,7 +225,7 @@ class IntMatrix:
 
     @property
     def nbytes(self) -> int:
-        extra = [a for a in (self.m, self.sc, self.mn) if a is not None]
+        extra = [a for a in (self.m, self.sc, self.mn, self.qh) if a is not None]
         return int(self.qs.nbytes + self.d.nbytes + sum(a.nbytes for a in extra))
 
     def matmul(self, x: F32, out: F32 | None = None) -> F32:
@@ -287,6 +290,20 @@ def quant_panels(q: npt.NDArray[np.generic], n_out: int, group: int, nibbles: bo
     return np.ascontiguousarray(p.transpose(0, 2, 3, 1, 4)).reshape(-1).view(np.uint8)
 
 
+def fifth_bit_panels(q: npt.NDArray[np.generic], n_out: int) -> U8:
+    """5-bit quants (n_out, n_in) -> their fifth bits as the kernel reads them beside the
+    nibbles of ``quant_panels``: per panel, block and chunk c, 64 bits for the low nibbles'
+    bytes (output o, byte k: bit 4o + k) and 64 for the high ones', (panels, groups, 4, 2, 8)."""
+    groups = q.shape[1] // 32
+    top = (q.reshape(n_out, groups, 2, 4, 4) >> 4).astype(np.uint8)   # (out, groups, half, c, k)
+    pad = -n_out % PANEL
+    if pad:
+        top = np.concatenate([top, np.zeros((pad, *top.shape[1:]), dtype=np.uint8)])
+    p = top.reshape(-1, PANEL, groups, 2, 4, 4)             # (panels, o, groups, half, c, k)
+    bits = np.ascontiguousarray(p.transpose(0, 2, 4, 3, 1, 5)).reshape(-1, 64)   # o, k inner
+    return np.packbits(bits, axis=1, bitorder="little").reshape(-1)
+
+
 def pack(raw: U8, ggml_type: int, n_out: int, n_in: int) -> IntMatrix:
     """A weight's GGUF bytes, (n_out, row bytes) or flat, -> its IntMatrix."""
     if ggml_type not in INTEGER_TYPES:
@@ -300,25 +317,30 @@ def pack(raw: U8, ggml_type: int, n_out: int, n_in: int) -> IntMatrix:
         return _pack_kquant(blocks, ggml_type, n_out, n_in, nb)
 
 
+def halves(blocks: U8, offset: int) -> U16:
+    """The float16 at (even) byte `offset` of every block, its bits: (n,) uint16."""
+    return np.ascontiguousarray(blocks.view(np.uint16)[:, offset // 2])
+
+
 def _pack_legacy(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> IntMatrix:
     from llmnb.quant.legacy_dequant import nibbles as nibble_field, quants_5bit
 
-    d = f16_column(blocks, 0).reshape(n_out, nb)
-    m = f16_column(blocks, 2).reshape(n_out, nb) if ggml_type in (T.Q4_1, T.Q5_1) else None
+    d = halves(blocks, 0).reshape(n_out, nb)
+    m = halves(blocks, 2).reshape(n_out, nb) if ggml_type in (T.Q4_1, T.Q5_1) else None
+    qh = None
     if ggml_type in (T.Q4_0, T.Q4_1):
         q = nibble_field(blocks, 2 if ggml_type == T.Q4_0 else 4)           # (n, 32) 0..15
         nibbles, offset = True, 8 if ggml_type == T.Q4_0 else 0
-    else:
-        if ggml_type == T.Q8_0:
-            stored = blocks[:, 2:34].view(np.int8).astype(np.int16) + 128
-        else:
-            q5 = quants_5bit(blocks, 2 if ggml_type == T.Q5_0 else 4).astype(np.int16)
-            stored = q5 + (112 if ggml_type == T.Q5_0 else 128)             # (q5 - 16) + 128
-        q, nibbles, offset = stored.astype(np.uint8), False, 0
+    elif ggml_type == T.Q8_0:
+        q = (blocks[:, 2:34].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        nibbles, offset = False, 0
+    else:                                   # Q5_0 (q5 - 16), Q5_1: nibbles and fifth bits
+        q5 = quants_5bit(blocks, 2 if ggml_type == T.Q5_0 else 4).reshape(n_out, n_in)
+        qh = fifth_bit_panels(q5, n_out)
+        q, nibbles, offset = q5 & np.uint8(15), True, 16 if ggml_type == T.Q5_0 else 0
     qs = quant_panels(q.reshape(n_out, n_in), n_out, 32, nibbles)
-    return IntMatrix(ggml_type, n_out, n_in, nibbles, 32, offset, qs,
-                     panels(d, n_out).astype(np.float32),
-                     None if m is None else panels(m, n_out).astype(np.float32))
+    return IntMatrix(ggml_type, n_out, n_in, nibbles, 32, offset, qs, panels(d, n_out),
+                     None if m is None else panels(m, n_out), qh=qh)
 
 
 def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> IntMatrix:
@@ -327,23 +349,21 @@ def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> 
     q, _, _, group = kquant_quants(blocks, ggml_type)          # quants in element order
     subs = 256 // group
     if ggml_type == T.Q6_K:
-        d = f16_column(blocks, 208).reshape(n_out, nb)
+        d = halves(blocks, 208).reshape(n_out, nb)
         sc: npt.NDArray[np.generic] = blocks[:, 192:208].view(np.int8).reshape(n_out, nb, subs)
         stored = (q.view(np.int8).astype(np.int16) + 128).astype(np.uint8)   # (q6 - 32) + 128
         qs = quant_panels(stored.reshape(n_out, n_in), n_out, 16, False)
-        return IntMatrix(ggml_type, n_out, n_in, False, 16, 0, qs,
-                         panels(d, n_out).astype(np.float32), None, panels(sc, n_out))
-    d = f16_column(blocks, 0).reshape(n_out, nb)
-    dmin = f16_column(blocks, 2).reshape(n_out, nb)
+        return IntMatrix(ggml_type, n_out, n_in, False, 16, 0, qs, panels(d, n_out), None,
+                         panels(sc, n_out))
+    d = halves(blocks, 0).reshape(n_out, nb)
+    minus_dmin = halves(blocks, 2).reshape(n_out, nb) ^ np.uint16(0x8000)   # the sign bit
     sc6, mn6 = k4_scales_mins(blocks)                          # (n, 8) each
-    nibbles = ggml_type == T.Q4_K
-    stored = q if nibbles else (q.view(np.uint8).astype(np.int16) + 128).astype(np.uint8)
-    qs = quant_panels(stored.reshape(n_out, n_in), n_out, 32, nibbles)
-    return IntMatrix(ggml_type, n_out, n_in, nibbles, 32, 0, qs,
-                     panels(d, n_out).astype(np.float32),
-                     panels(-dmin, n_out).astype(np.float32),
-                     panels(sc6.reshape(n_out, nb, subs), n_out),
-                     panels(mn6.reshape(n_out, nb, subs), n_out))
+    q = q.view(np.uint8).reshape(n_out, n_in)                   # Q4_K 0..15, Q5_K 0..31
+    qh = fifth_bit_panels(q, n_out) if ggml_type == T.Q5_K else None
+    qs = quant_panels(q & np.uint8(15), n_out, 32, True)
+    return IntMatrix(ggml_type, n_out, n_in, True, 32, 0, qs, panels(d, n_out),
+                     panels(minus_dmin, n_out), panels(sc6.reshape(n_out, nb, subs), n_out),
+                     panels(mn6.reshape(n_out, nb, subs), n_out), qh)
 
 
 # --- the kernels ---------------------------------------------------------------------------
@@ -352,15 +372,20 @@ def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> 
 # outputs at h within the panel (AVX-512: the whole panel). `isa` carries R (``simd``).
 
 @njit(inline="always")
-def legacy_block_sum(isa, nibbles, qs, at, xq, x0, n_in):  # type: ignore[no-untyped-def]
-    """R rows' integer sums over one block of 32 inputs: stored quants at qs[at:],
-    activations at xq[x0:] (row stride n_in)."""
+def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: ignore[no-untyped-def]
+    """R rows' integer sums over one block of 32 inputs: stored quants at qs[at:] (and their
+    fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride n_in)."""
     a = izero(isa)
     if nibbles:
         for c in range(4):
             w = load_bytes(isa, qs, at + c * 64)
-            a = dot4(isa, a, low_nibbles(w), broadcast4(isa, xq, x0 + 4 * c, n_in))
-            a = dot4(isa, a, high_nibbles(w), broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+            lo = low_nibbles(w)
+            hi = high_nibbles(w)
+            if qh is not None:
+                lo = bor(lo, fifth_bits(isa, qh, hat + c * 16))
+                hi = bor(hi, fifth_bits(isa, qh, hat + c * 16 + 8))
+            a = dot4(isa, a, lo, broadcast4(isa, xq, x0 + 4 * c, n_in))
+            a = dot4(isa, a, hi, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
     else:
         for c in range(8):
             a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
@@ -369,7 +394,7 @@ def legacy_block_sum(isa, nibbles, qs, at, xq, x0, n_in):  # type: ignore[no-unt
 
 
 @njit(inline="always")
-def legacy_panel(isa, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
+def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
     L = lanes(isa)
     nb = n_in // 32
     chunk = 256 if nibbles else 512                            # a block's bytes for 16 outputs
@@ -378,18 +403,18 @@ def legacy_panel(isa, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, p, h, r,
     f = fzero(isa)
     for b in range(nb):
         k = (p * nb + b) * 16 + h * L                          # this register's scales
-        a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, xq,
-                             r * n_in + b * 32, n_in)
+        a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
+                             (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in)
         a = isub(a, imul(isplat_rows(isa, xsum, r * nb + b, nb), off))
-        f = fma(fmul(load_floats(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
+        f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
                 to_floats(a), f)
         if m is not None:
-            f = fma(load_floats(isa, m, k), fsplat_rows(isa, xs, r * nb + b, nb), f)
+            f = fma(load_halves(isa, m, k), fsplat_rows(isa, xs, r * nb + b, nb), f)
     store_rows(isa, out, r, p * 16 + h * L, f)
 
 
 @njit(inline="always")
-def kquant_panel(isa, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, p, h, r,  # type: ignore[no-untyped-def]
+def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h, r,  # type: ignore[no-untyped-def]
                  n_in):
     L = lanes(isa)
     nb = n_in // 256
@@ -405,7 +430,8 @@ def kquant_panel(isa, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, p, h,
             g = b * subs + s
             at = (p * n_in // group + g) * chunk + h * L * 4
             if nibbles:
-                a = legacy_block_sum(isa, True, qs, at, xq, r * n_in + g * 32, n_in)
+                a = legacy_block_sum(isa, True, qs, at, qh, (p * ng + g) * 64 + h * L // 2, xq,
+                                     r * n_in + g * 32, n_in)
             else:
                 a = izero(isa)
                 for c in range(group // 4):
@@ -419,14 +445,14 @@ def kquant_panel(isa, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, p, h,
                                        load_widened(isa, mn, k)))
         k = (p * nb + b) * 16 + h * L
         dx = fsplat_rows(isa, xd, r * nb + b, nb)
-        f = fma(fmul(load_floats(isa, d, k), dx), to_floats(scaled), f)
+        f = fma(fmul(load_halves(isa, d, k), dx), to_floats(scaled), f)
         if m is not None:
-            f = fma(fmul(load_floats(isa, m, k), dx), to_floats(mins), f)
+            f = fma(fmul(load_halves(isa, m, k), dx), to_floats(mins), f)
     store_rows(isa, out, r, p * 16 + h * L, f)
 
 
 @njit(parallel=True, cache=True)
-def legacy_matmul(isa, one, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, n_in):  # type: ignore[no-untyped-def]
+def legacy_matmul(isa, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in):  # type: ignore[no-untyped-def]
     """out (T, panels * 16) = x @ W.T for a legacy format: blocks of R rows (`isa`), then the
     rows left one at a time (`one`); a panel per thread."""
     R = rows(isa)
@@ -436,17 +462,17 @@ def legacy_matmul(isa, one, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, n_
         for h in range(regs):
             r = 0
             while r + R <= t_rows:
-                legacy_panel(isa, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
                              n_in)
                 r += R
             while r < t_rows:
-                legacy_panel(one, nibbles, offset, qs, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
                              n_in)
                 r += 1
 
 
 @njit(parallel=True, cache=True)
-def kquant_matmul(isa, one, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, n_in):  # type: ignore[no-untyped-def]
+def kquant_matmul(isa, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in):  # type: ignore[no-untyped-def]
     """``legacy_matmul`` for the k-quants."""
     R = rows(isa)
     regs = 16 // lanes(isa)
@@ -455,11 +481,11 @@ def kquant_matmul(isa, one, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out,
         for h in range(regs):
             r = 0
             while r + R <= t_rows:
-                kquant_panel(isa, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
                              r, n_in)
                 r += R
             while r < t_rows:
-                kquant_panel(one, nibbles, group, qs, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                kquant_panel(one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
                              r, n_in)
                 r += 1
 
@@ -488,11 +514,11 @@ def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
     target = y if n_cols == w.n_out and y.strides[1] == 4 else np.empty((t, n_cols), np.float32)
     block, one = _isas(isa)
     if w.ggml_type in LEGACY:
-        legacy_matmul(block, one, w.nibbles, w.offset, w.qs, w.d, w.m, xa.q, xa.d, xa.sums,
-                      xa.s, target, w.n_in)
+        legacy_matmul(block, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q, xa.d,
+                      xa.sums, xa.s, target, w.n_in)
     else:
-        kquant_matmul(block, one, w.nibbles, w.group, w.qs, w.d, w.m, w.sc, w.mn, xa.q, xa.d,
-                      xa.sums, target, w.n_in)
+        kquant_matmul(block, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn, xa.q,
+                      xa.d, xa.sums, target, w.n_in)
     if target is not y:
         y[...] = target[:, :w.n_out]
     return y

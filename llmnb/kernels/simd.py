@@ -252,6 +252,21 @@ def load_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
 
 
 @intrinsic
+def load_halves(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of float32 from float16 bit patterns arr[i : i + lanes] (uint16, 1-D):
+    ``vcvtph2ps``, exact."""
+    _array(arr, (types.uint16,))
+    vt = _vec(isa, "f32", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        halves = builder.load(_pointer(context, builder, arr, args[1], index,
+                                       ir.VectorType(ir.HalfType(), vt.lanes)), align=2)
+        return builder.fpext(halves, vt.llvm())
+    return vt(isa, arr, i), codegen
+
+
+@intrinsic
 def load_widened(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of int32 from bytes arr[i : i + lanes]: uint8 zero-extended, int8
     sign-extended."""
@@ -418,6 +433,30 @@ def high_nibbles(typingctx: Any, w: VectorType) -> Any:
     return w(w), codegen
 
 
+@intrinsic
+def fifth_bits(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of bytes, 16 where bit b of the bits at arr[i:] is set, else 0, for each
+    byte b of the register (AVX-512: one mask register and one masked move)."""
+    _array(arr, (types.uint8,))
+    vt = _vec(isa, "i8", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        n = vt.lanes
+        index = _ints(context, builder, args[2], sig.args[2])
+        word = builder.load(_pointer(context, builder, arr, args[1], index, ir.IntType(n)), align=1)
+        bits = builder.bitcast(word, ir.VectorType(ir.IntType(1), n))
+        return builder.select(bits, ir.Constant(vt.llvm(), [16] * n), ir.Constant(vt.llvm(), None))
+    return vt(isa, arr, i), codegen
+
+
+@intrinsic
+def bor(typingctx: Any, a: VectorType, b: VectorType) -> Any:
+    """Bitwise or of two byte registers."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.or_(args[0], args[1])
+    return a(a, b), codegen
+
+
 # --- the byte dot product -----------------------------------------------------------------------
 
 def _dot4_one(builder: ir.IRBuilder, isa: str, wide: bool, acc: ir.Value, w: ir.Value,
@@ -474,7 +513,7 @@ def wide_offset(typingctx: Any, isa: IsaType) -> Any:
     return types.int32(isa), codegen
 
 
-__all__ = ["ISAS", "Isa", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul", "fsplat_rows",
-           "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "lanes",
-           "load_bytes", "load_floats", "load_widened", "low_nibbles", "rows", "store_rows", "to_floats",
+__all__ = ["ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul", "fsplat_rows",
+           "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "lanes",
+           "load_bytes", "load_floats", "load_halves", "load_widened", "low_nibbles", "rows", "store_rows", "to_floats",
            "wide_offset"]
