@@ -452,9 +452,9 @@ def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p
 
 
 @njit(parallel=True, cache=True)
-def legacy_matmul(isa, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in):  # type: ignore[no-untyped-def]
+def legacy_matmul(isa, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in):  # type: ignore[no-untyped-def]
     """out (T, panels * 16) = x @ W.T for a legacy format: blocks of R rows (`isa`), then the
-    rows left one at a time (`one`); a panel per thread."""
+    rows left in a block of two (`two`) and one (`one`); a panel per thread."""
     R = rows(isa)
     regs = 16 // lanes(isa)
     t_rows = out.shape[0]
@@ -465,14 +465,17 @@ def legacy_matmul(isa, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out
                 legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
                              n_in)
                 r += R
-            while r < t_rows:
+            if r + 2 <= t_rows:
+                legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                             n_in)
+                r += 2
+            if r < t_rows:
                 legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
                              n_in)
-                r += 1
 
 
 @njit(parallel=True, cache=True)
-def kquant_matmul(isa, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in):  # type: ignore[no-untyped-def]
+def kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in):  # type: ignore[no-untyped-def]
     """``legacy_matmul`` for the k-quants."""
     R = rows(isa)
     regs = 16 // lanes(isa)
@@ -484,20 +487,23 @@ def kquant_matmul(isa, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, 
                 kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
                              r, n_in)
                 r += R
-            while r < t_rows:
+            if r + 2 <= t_rows:
+                kquant_panel(two, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                             r, n_in)
+                r += 2
+            if r < t_rows:
                 kquant_panel(one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
                              r, n_in)
-                r += 1
 
 
 ROWS = 4          # rows per register block
-_ISAS: dict[str, tuple[simd.Isa, simd.Isa]] = {}
+_ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa]] = {}
 
 
-def _isas(isa: str) -> tuple[simd.Isa, simd.Isa]:
-    """`isa` with ROWS rows and with one (made once: the kernels' first two arguments)."""
+def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa]:
+    """`isa` with ROWS rows, two and one (made once: the kernels' first arguments)."""
     if isa not in _ISAS:
-        _ISAS[isa] = (simd.Isa(isa, ROWS), simd.Isa(isa, 1))
+        _ISAS[isa] = (simd.Isa(isa, ROWS), simd.Isa(isa, 2), simd.Isa(isa, 1))
     return _ISAS[isa]
 
 
@@ -512,12 +518,12 @@ def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
     t, n_cols = x.shape[0], w.n_panels * PANEL
     y = np.empty((t, w.n_out), np.float32) if out is None else out
     target = y if n_cols == w.n_out and y.strides[1] == 4 else np.empty((t, n_cols), np.float32)
-    block, one = _isas(isa)
+    block, two, one = _isas(isa)
     if w.ggml_type in LEGACY:
-        legacy_matmul(block, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q, xa.d,
+        legacy_matmul(block, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q, xa.d,
                       xa.sums, xa.s, target, w.n_in)
     else:
-        kquant_matmul(block, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn, xa.q,
+        kquant_matmul(block, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn, xa.q,
                       xa.d, xa.sums, target, w.n_in)
     if target is not y:
         y[...] = target[:, :w.n_out]
