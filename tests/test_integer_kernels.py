@@ -248,3 +248,44 @@ def test_the_default_quantized_weights_run_the_integer_products(tmp_path: Path) 
     # scale or offset moves them by the whole logit
     assert np.abs(q - want).max() <= 0.05 * np.abs(want).max()
     assert (q.argmax(-1) == want.argmax(-1)).mean() >= 0.8
+
+
+# --- llama.cpp's own numbers (tests/fixtures/llamacpp/dot_products.json) -------------------------
+
+def as_llama_cpp_blocks(a: I.Activations, kind: str) -> bytes:
+    """Activations in ggml's block layout: Q8_0 (d, qs), Q8_1 (d, s, qs), Q8_K (d, qs, bsums)."""
+    if kind == "q8_k":
+        q = a.q.reshape(-1, 256)
+        sums = a.sums.reshape(-1, 16).astype(np.int16)
+        return b"".join(a.d[i:i + 1].tobytes() + q[i].tobytes() + sums[i].tobytes()
+                        for i in range(len(q)))
+    q = a.q.reshape(-1, 32)
+    d, s = a.d.astype(np.float16), a.s.astype(np.float16)
+    return b"".join(d[i:i + 1].tobytes() + (s[i:i + 1].tobytes() if kind == "q8_1" else b"")
+                    + q[i].tobytes() for i in range(len(q)))
+
+
+def test_activations_and_dot_products_are_llama_cpps_own() -> None:
+    """The same seeded inputs through llama.cpp's from_float and vec_dot (recorded) and through
+    llmnb: the quantized activations byte for byte, the products to float32 rounding (the order
+    of the float additions differs)."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from make_llamacpp_dot_fixtures import N_OUT, case_inputs
+
+    fx = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "dot_products.json").read_text())
+    names = {type_name(t): t for t in TYPES}
+    for case in fx["cases"]:
+        t = names[case["type"]]
+        raw, x = case_inputs(t, case["n_in"], case["scale"])
+        w = I.pack(raw, t, N_OUT, case["n_in"])
+        for row, digest, want in zip(x, case["activations_sha256"], case["dot"]):
+            a = I.quantize(row[None], w.activations, 16 if w.activations == "q8_k" else 32)
+            blocks = as_llama_cpp_blocks(a, w.activations)
+            assert hashlib.sha256(blocks).hexdigest() == digest, case["type"]
+            got = I.matmul(row[None], w, ISAS[0])[0] if ISAS else w.matmul(row[None])[0]
+            want_ = np.array(want, np.float32)
+            assert np.abs(got - want_).max() <= 1e-6 * np.abs(want_).max(), case["type"]

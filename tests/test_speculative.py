@@ -25,6 +25,7 @@ from llmnb.gguf.writer import write_gguf
 from llmnb.model import Model, ModelError
 from llmnb.quant.gguf_file import convert_tensor, quantize_file
 from real_models import hub_model
+from real_models import hub_model
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "data" / "models" / "tiny-ar.gguf"
@@ -84,7 +85,7 @@ def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool, ti
 
 def test_a_quantized_target_gets_its_wide_copy_only_when_asked_and_verifies_the_same(
         quantized: dict[str, Path]) -> None:
-    target = llmnb.load(quantized["Q8_0"], weights="quantized")
+    target = llmnb.load(quantized["Q8_0"], weights="quantized-float")   # the float kernels
     tr = target.transformer
     assert tr.use_wide(True) == 0 and not tr.wide      # blocks stay blocks by default
     ids = target.prompt_ids("Compute the sum of 22 and 13.", chat=True)
@@ -374,3 +375,25 @@ def test_smollm2_copy_task_greedy_identical_and_drafter_vocabulary_checked() -> 
     assert r.tokens_per_forward > 2.0                  # copying: lookup drafts get accepted
     with pytest.raises(ModelError, match="vocabulary"):
         check_same_vocabulary(smol, llmnb.load(TINY))
+
+
+def test_a_verify_row_is_the_same_bits_as_that_token_decoded_alone_on_the_default_weights() -> None:
+    """8-bit activations turn a last-bit difference into logit changes of tenths, so a verify
+    batch must give each row exactly what decoding it alone gives (llmnb.kernels.attention)."""
+    m = llmnb.load(hub_model("smollm2-135m"))
+    t = m.transformer
+    ids = m.prompt_ids("Explain how a refrigerator works.", chat=True)
+    new = generate(m, ids, max_new_tokens=7).tokens
+    seq = [ids[-1]] + new[:6]
+    cache = KVCache(m.config, len(ids) + 16)
+    t.forward(np.array(ids[:-1]), cache=cache, last_only=True)
+    cache.commit()
+    alone = []
+    for j, tok in enumerate(seq):
+        alone.append(t.forward(np.array([tok]), start=len(ids) - 1 + j, cache=cache, last_only=True)[0])
+        cache.commit()
+    cache.truncate(len(ids) - 1)
+    logits, tree = verify(t, cache, ids[-1], [new[:6], [new[0], 7, 8]])   # two branches
+    np.testing.assert_array_equal(logits[0], alone[0])
+    for j, row in enumerate(tree.rows[0]):
+        np.testing.assert_array_equal(logits[row], alone[j + 1])

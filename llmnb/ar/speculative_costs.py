@@ -48,13 +48,16 @@ PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8
 PRIOR_STEPS_WIDE = (1.0, 1.11, 1.64, 1.57, 2.15, 1.87, 2.36, 3.00, 4.11, 5.24, 7.00, 10.3)
 # ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
 # DENSE_ROWS rows on dequantize + sgemm, 48 when these were measured), in quantized decode
-# steps, quantized
+# steps, quantized-float
 PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
 # ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED rows, 8
 # when these were measured), its W@X.T milliseconds over the quantized step's,
-# quantized+W@X.T
+# quantized-float+W@X.T
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)
+# ... the integer products (activations quantized to 8 bits, ``llmnb.kernels.integer``), in
+# their own decode steps, quantized
+PRIOR_STEPS_INTEGER = (1.0, 1.3, 1.5, 1.6, 2.0, 2.4, 3.0, 3.6, 5.0, 6.3, 9.0, 11.6)
 
 
 class VerifyCosts:
@@ -140,13 +143,19 @@ def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
     which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
     wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
-    weights = model.transformer.weights.weights                # "f32" or "quantized"
+    w = model.transformer.weights
+    # "f32", "quantized-float", or "quantized": the integer products (on a CPU without them,
+    # quantized weights run the float kernels)
+    weights = "quantized-float" if w.weights == "quantized" and w.integer_isa is None else w.weights
     wide = bool(model.transformer.wide)
     key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
     if key not in _COSTS:
-        priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
-                   (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
-        _COSTS[key] = VerifyCosts(priors[weights != "f32", wide])
+        priors = {("f32", False): PRIOR_STEPS, ("f32", True): PRIOR_STEPS_WIDE,
+                  ("quantized-float", False): PRIOR_STEPS_QUANTIZED,
+                  ("quantized-float", True): PRIOR_STEPS_QUANTIZED_WIDE,
+                  ("quantized", False): PRIOR_STEPS_INTEGER,
+                  ("quantized", True): PRIOR_STEPS_INTEGER}
+        _COSTS[key] = VerifyCosts(priors[weights, wide])
     return _COSTS[key]
 
 

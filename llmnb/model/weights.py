@@ -160,13 +160,15 @@ def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: in
     - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
       (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
     - a block-quantized diffusion model (bidirectional, every step a pass over the whole
-      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
-      them beats dequantizing a slice per step; else 'quantized'."""
+      canvas: compute-bound): 'quantized' where the CPU has integer products (byte dot
+      products outrun sgemm on float32 copies: ``llmnb bench quant``'s c(T), ``llmnb bench
+      diffusion``), else 'f32' when the float32 copies fit in memory, since sgemm on them
+      beats the float kernels' dequantized slices; else 'quantized'."""
     blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
     floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
     if all(t.ggml_type in floats for t in blocks):
         return "f32"
-    if config is not None and not config.causal:
+    if config is not None and not config.causal and integer_isa() is None:
         resident = estimate_bytes(f, config, kv_bytes)[0]
         return "f32" if resident <= available_memory() else "quantized"
     return "quantized"
