@@ -7,7 +7,9 @@ namespace, from the notebook's folder, up to its last checked cell (cells named 
 which only time or draw, are left out). At a checked cell, each row replaces its function,
 runs the cell, and records how it failed; then the function is put back and the cell runs
 as written, which must pass (so a failure is the replacement's doing, and what the wrong run
-left behind is overwritten).
+left behind is overwritten). A check that reads results an earlier cell computed names that
+cell too (``first``): the function is wrong from there to the checked cell, and the cells in
+between run again as written afterwards.
 
 A replacement takes the place of every binding of the function: the attribute of its module,
 every ``from ... import`` copy in llmnb's other modules, and the notebook's own names. A
@@ -50,6 +52,8 @@ class Bite:
     target: str          # "module:function" or "module:Class.method"
     wrong: Wrong         # the right function -> a wrong one
     what: str            # how it is wrong, in a few words
+    first: str = ""      # where a check reads results computed earlier: the cell that computes
+                         # them (the function is wrong from there to the checked cell)
 
 
 # ---- ways to make a function wrong -------------------------------------------------------
@@ -198,6 +202,10 @@ def _nll_shifted(f: Callable[..., Any], logits: Any, targets: Any) -> Any:
     return f(logits, np.roll(targets, 1))              # row t scored against token t, not t + 1
 
 
+def _quantize_as_q8(f: Callable[..., Any], src: Any, out: Any, ftype: str, *rest: Any) -> Any:
+    return f(src, out, "Q8_0", *rest)                  # the type asked for ignored
+
+
 def _bytes_keys_only(f: Callable[..., Any], *a: Any, **k: Any) -> int:
     return int(f(*a, **k)) // 2                        # values forgotten
 
@@ -261,6 +269,9 @@ BITES: list[Bite] = [
          with_args(rule="full"), 'scores every position under rule="half"'),
     Bite("07_perplexity", "base = llmnb.perplexity(smol, head, ctx=CTX", "llmnb.ar.perplexity:token_nll",
          scaled(1.01), "log-probabilities 1% off"),
+    Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
+         instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",
+         first="from llmnb.quant.gguf_file import quantize_file, describe_plan"),
     Bite("11_initial_key_cache", "def per_position(c):", "llmnb.ar.kv_cache:KVCache.bytes_for",
          instead(_bytes_keys_only), "counts the keys only"),
     Bite("11_initial_key_cache", "def by_hand(rows):", "llmnb.ar.kv_eviction:keep_mask",
@@ -276,8 +287,8 @@ SKIP: dict[str, tuple[str, ...]] = {
     "01_gguf": ("HTML(summary_html(f))",),
     "04_transformer": ("ax0.imshow(causal",),
     "06_sampling": ("fig, axes = plt.subplots(len(settings)", "next_token_explorer(smol"),
-    "07_perplexity": ("ax.plot(pos, mean",),
-    "11_initial_key_cache": ("ax.imshow(np.log10(watch.rows", "ax.imshow(kept[:, layer]"),
+    "07_perplexity": ("ax.plot(pos, mean", "ax.errorbar(size / 1e6"),
+    "11_initial_key_cache": ("ax.imshow(kept[:, layer]",),
 }
 
 
@@ -360,22 +371,30 @@ def run_notebook(notebook: str) -> list[dict[str, Any]]:
 
     cells = code_cells(notebook)
     rows = [b for b in BITES if b.notebook == notebook]
-    at = {id(b): find_cell(cells, b.cell, notebook) for b in rows}
+    end = {id(b): find_cell(cells, b.cell, notebook) for b in rows}
+    start = {id(b): find_cell(cells, b.first, notebook) if b.first else end[id(b)] for b in rows}
     skip = {find_cell(cells, m, notebook) for m in SKIP.get(notebook, ())}
     os.chdir((NOTEBOOKS / notebook).parent)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     results: list[dict[str, Any]] = []
-    for i, src in enumerate(cells[:max(at.values()) + 1]):
+    for i, src in enumerate(cells[:max(end.values()) + 1]):
         if i in skip:
             continue
-        label = f"{notebook} cell {i}"
-        for b in (b for b in rows if at[id(b)] == i):
+        for b in (b for b in rows if start[id(b)] == i):
             t0 = time.perf_counter()
             with replaced(b.target, b.wrong, namespace):
-                r = run_cell(src, namespace, label)
+                for j in range(i, end[id(b)] + 1):
+                    if j in skip:
+                        continue
+                    r = run_cell(cells[j], namespace, f"{notebook} cell {j}")
+                    if r["outcome"] != "passed":
+                        break
+            if r["outcome"] != "passed" and j != end[id(b)]:
+                r = {**r, "outcome": "error", "message": f"cell {j} failed first: {r['message']}"}
             results.append({"notebook": notebook, "cell": b.cell, "target": b.target,
                             "what": b.what, "seconds": time.perf_counter() - t0, **r})
             plt.close("all")
+        label = f"{notebook} cell {i}"
         clean = run_cell(src, namespace, label)
         plt.close("all")
         if clean["outcome"] != "passed":

@@ -72,8 +72,12 @@ def execute(path: Path) -> float:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as sockets:     # local sockets, not TCP, to the kernel
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "k"))
-        NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        try:
+            NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S,
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:                                     # a client given its manager leaves it running
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
     seconds = time.perf_counter() - t0
     merge_streams(nb)
     tmp = path.with_name(f".{path.name}.tmp")
