@@ -15,7 +15,7 @@ MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test test-pure test-browser browser setup models vocab mypy pytest bench clean
+.PHONY: lab test test-pure test-browser browser setup models vocab mypy pytest bench notebooks clean
 
 # JupyterLab refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -94,6 +94,12 @@ test-pure: $(BIN)/python
 
 bench: setup models
 	$(BIN)/llmnb bench all
+
+# Every notebook, each followed by its solutions, executed in place in the compiled build, so
+# that the saved outputs all come from one run on one machine. It refuses to start while
+# `llmnb bench` or another such run holds the machine (llmnb/perf/lock.py).
+notebooks: setup models
+	$(BIN)/python tools/run_notebooks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

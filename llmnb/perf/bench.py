@@ -18,6 +18,7 @@ from typing import Any
 from llmnb import hub
 from llmnb.errors import UsageError
 from llmnb.perf.inputs import has_data
+from llmnb.perf.lock import hold_machine
 from llmnb.perf.machine import default_thread_counts, physical_cores, probe
 from llmnb.perf.table import print_rows
 
@@ -91,7 +92,8 @@ BENCHES: dict[str, tuple[str, BenchFn]] = {
 
 def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] | None = None,
          peer: str | None = None, weights: Weights = None, models: Models = None) -> int:
-    """Machine facts (the roofs measured now, at `threads`), then each bench `what` names."""
+    """Machine facts (the roofs measured now, at `threads`), then each bench `what` names,
+    holding the machine (``lock.hold_machine``) from the first measurement to the last."""
     if models and what != "ar":
         raise UsageError(f"bench {what}: --models applies to `llmnb bench ar` only")
     for name in models or []:
@@ -103,24 +105,25 @@ def main(what: str, repeats: int = 5, as_json: bool = False, threads: list[int] 
                        + ([f"--peer {peer}"] if peer else [])
                        + ([f"--weights {' '.join(weights)}"] if weights else [])
                        + ([f"--models {' '.join(models)}"] if models else []))
-    threads = threads or default_thread_counts(physical_cores())
-    facts = probe(threads=threads, refresh=True,
-                  progress=lambda m: print(f"bench: {m}", file=sys.stderr))
-    results: dict[str, Any] = {"command": command, "machine": facts.to_json(),
-                               "repeats": repeats}
-    if not as_json:
-        print("# machine")
-        for line in facts.lines():
-            print(line)
-        print(f"repeats: {repeats} (median kept, after one warm-up run)")
-    for name in names:
-        title, run = BENCHES[name]
-        rows = run(repeats, threads, peer, weights, models)
-        if rows is None:
-            continue
-        results[name] = rows
+    with hold_machine(command):              # no other timing run while this one measures
+        threads = threads or default_thread_counts(physical_cores())
+        facts = probe(threads=threads, refresh=True,
+                      progress=lambda m: print(f"bench: {m}", file=sys.stderr))
+        results: dict[str, Any] = {"command": command, "machine": facts.to_json(),
+                                   "repeats": repeats}
         if not as_json:
-            print_rows(title, rows)
-    if as_json:
-        print(json.dumps(results, indent=2, default=str))
+            print("# machine")
+            for line in facts.lines():
+                print(line)
+            print(f"repeats: {repeats} (median kept, after one warm-up run)")
+        for name in names:
+            title, run = BENCHES[name]
+            rows = run(repeats, threads, peer, weights, models)
+            if rows is None:
+                continue
+            results[name] = rows
+            if not as_json:
+                print_rows(title, rows)
+        if as_json:
+            print(json.dumps(results, indent=2, default=str))
     return 0
