@@ -8,13 +8,20 @@ loop of a KV-cached engine). Each step also records the top-2 logit margin, so a
 a near tie from a real disagreement. The same prompts are then run on the original quantized
 file with llama.cpp's default context settings, to record how far its ids follow the F32 run.
 
+Quantized references (the oracle of llmnb's integer path, whose Q8 activations are
+llama.cpp's): the same prompts on the original quantized file, F32 K/V cache, flash attention
+off, default model parameters (llama.cpp may repack weights); per step the chosen id, top-2
+margin, runner-up and the 16 best (id, logit) pairs. Each prompt is run again with 1 thread,
+without repacking (when the default load repacked), and with the default context.
+
 Perplexity: the ``llama-perplexity`` binary on ``data/text/persuasion.txt`` (its rule:
 non-overlapping chunks of n_ctx tokens, the second half of each chunk scored;
 reference/peers.md §11), for SmolLM2 on the F32 copy and on the original Q4_1 file.
 
     python tools/make_llamacpp_references.py --lib /work/llama.cpp/build/bin/libllama.so
 
-Writes ``tests/fixtures/llamacpp/{greedy_smollm2,greedy_qwen2,greedy_gemma3,perplexity_smollm2}.json``.
+Writes ``tests/fixtures/llamacpp/{greedy,quantized}_{smollm2,qwen2,gemma3}.json`` and
+``perplexity_smollm2.json``.
 Needs a llama.cpp build (libllama.so and llama-perplexity side by side; ``--lib`` or
 ``$LLAMA_CPP_LIB``), llmnb with the models pulled, and ~3 GB in ``--f32-dir`` for the copies.
 CI never runs this; the JSON it writes is committed.
@@ -168,7 +175,9 @@ def load_library(path: str) -> C.CDLL:
     return lib
 
 
-_quiet = LOG_CALLBACK(lambda level, text, user: None)   # kept alive: llama.cpp holds the pointer
+# llama.cpp's log, kept rather than printed, so a run can read its own model-load report.
+LOG: list[str] = []
+_log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))   # kept alive: llama.cpp holds the pointer
 
 
 def tokenize(lib: C.CDLL, vocab: int, text: str, parse_special: bool) -> list[int]:
@@ -207,8 +216,12 @@ def settings_of(p: LlamaContextParams) -> dict[str, Any]:
 
 
 def greedy_run(lib: C.CDLL, model: int, prompt_ids: list[int], p: LlamaContextParams,
-               n_vocab: int) -> dict[str, Any]:
-    """Decode the prompt in one batch, then one token at a time, taking the argmax each step."""
+               n_vocab: int, top_k: int = 0, keep_logits: bool = False) -> dict[str, Any]:
+    """Decode the prompt in one batch, then one token at a time, taking the argmax each step.
+
+    top_k > 0 also records each step's k best (id, logit) pairs, logits rounded to 1e-4
+    (``top_ids``, ``top_logits``); keep_logits keeps every step's whole logit vector
+    (``logits``, for comparisons inside this tool; never written)."""
     vocab = lib.llama_model_get_vocab(model)
     ctx = lib.llama_init_from_model(model, p)          # a fresh context: one sequence at a time
     if not ctx:
@@ -216,6 +229,9 @@ def greedy_run(lib: C.CDLL, model: int, prompt_ids: list[int], p: LlamaContextPa
     new_ids: list[int] = []
     margins: list[float] = []
     runner_up: list[int] = []
+    top_ids: list[list[int]] = []
+    top_logits: list[list[float]] = []
+    kept: list[np.ndarray] = []
     stop = "max_new_tokens"
     try:
         feed = (C.c_int32 * len(prompt_ids))(*prompt_ids)
@@ -226,8 +242,13 @@ def greedy_run(lib: C.CDLL, model: int, prompt_ids: list[int], p: LlamaContextPa
             if rc != 0:
                 raise RuntimeError(f"llama_decode returned {rc}")
             logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
-            top = np.argsort(-logits, kind="stable")[:2]   # ties go to the lower id, like argmax
+            top = np.argsort(-logits, kind="stable")[:max(2, top_k)]   # ties to the lower id
             token = int(top[0])
+            if top_k:
+                top_ids.append([int(i) for i in top[:top_k]])
+                top_logits.append([round(float(logits[i]), 4) for i in top[:top_k]])
+            if keep_logits:
+                kept.append(logits.copy())
             new_ids.append(token)
             margins.append(float(logits[top[0]] - logits[top[1]]))
             runner_up.append(int(top[1]))
@@ -239,8 +260,29 @@ def greedy_run(lib: C.CDLL, model: int, prompt_ids: list[int], p: LlamaContextPa
     finally:
         lib.llama_free(ctx)
     text = b"".join(piece(lib, vocab, t) for t in new_ids).decode("utf-8", errors="replace")
-    return {"new_ids": new_ids, "stop_reason": stop, "top2_margin": margins,
-            "runner_up_ids": runner_up, "new_text": text}
+    run: dict[str, Any] = {"new_ids": new_ids, "stop_reason": stop, "top2_margin": margins,
+                           "runner_up_ids": runner_up, "new_text": text}
+    if top_k:
+        run.update({"top_ids": top_ids, "top_logits": top_logits})
+    if keep_logits:
+        run["logits"] = kept
+    return run
+
+
+def load_model(lib: C.CDLL, path: Path, extra_bufts: bool = True) -> tuple[int, list[str]]:
+    """A model on the CPU with llama.cpp's default model parameters (repacking allowed unless
+    extra_bufts is False), and the lines of its load report that say where the weights went
+    ('CPU_REPACK model buffer size = ...' when llama.cpp rearranged some of them)."""
+    mparams = lib.llama_model_default_params()
+    mparams.n_gpu_layers = 0
+    mparams.use_extra_bufts = extra_bufts
+    LOG.clear()
+    model = lib.llama_model_load_from_file(str(path).encode(), mparams)
+    if not model:
+        raise RuntimeError(f"llama.cpp could not load {path}")
+    lines = "".join(LOG).splitlines()
+    return model, [re.sub(r"\s+", " ", ln.split(":", 1)[1]).strip()
+                   for ln in lines if "model buffer size" in ln]
 
 
 def sha256(path: Path) -> str:
@@ -280,6 +322,13 @@ def git_head() -> str:
 # Greedy references
 # ---------------------------------------------------------------------------------------------
 
+def prompts_of(chat_format: str, system: str) -> list[tuple[str, str, str, bool]]:
+    """(kind, user text, prompt text, parse_special) of the 7 prompts, in fixture order."""
+    render = CHAT_FORMATS[chat_format][0]
+    return ([("plain", t, t, False) for t in PLAIN_PROMPTS]
+            + [("chat", u, render(system, u), True) for u in CHAT_PROMPTS])
+
+
 def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, system: str,
                    f32_dir: Path, version: str, thread_check: bool) -> dict[str, Any]:
     import llmnb.hub as hub
@@ -287,20 +336,14 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, syste
     original = Path(hub.path(hub_name))
     f32, f32_cmd = f32_copy(hub_name, f32_dir)
     exact_p, default_p = context_params(lib, exact=True), context_params(lib, exact=False)
-    mparams = lib.llama_model_default_params()
-    mparams.n_gpu_layers = 0
 
     cases: list[dict[str, Any]] = []
-    model = lib.llama_model_load_from_file(str(f32).encode(), mparams)
-    if not model:
-        raise RuntimeError(f"llama.cpp could not load {f32}")
+    model, _ = load_model(lib, f32)
     vocab = lib.llama_model_get_vocab(model)
     n_vocab = lib.llama_vocab_n_tokens(vocab)
     add_bos = bool(lib.llama_vocab_get_add_bos(vocab))
-    prompts = [("plain", t, t, False) for t in PLAIN_PROMPTS]
-    render, chat_description = CHAT_FORMATS[chat_format]
-    prompts += [("chat", u, render(system, u), True) for u in CHAT_PROMPTS]
-    for kind, user, text, parse_special in prompts:
+    chat_description = CHAT_FORMATS[chat_format][1]
+    for kind, user, text, parse_special in prompts_of(chat_format, system):
         ids = tokenize(lib, vocab, text, parse_special)
         t0 = time.perf_counter()
         run = greedy_run(lib, model, ids, exact_p, n_vocab)
@@ -316,9 +359,7 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, syste
                       "same_ids_with_1_thread": same_1t})
     lib.llama_model_free(model)
 
-    model = lib.llama_model_load_from_file(str(original).encode(), mparams)
-    if not model:
-        raise RuntimeError(f"llama.cpp could not load {original}")
+    model, _ = load_model(lib, original)
     for case in cases:
         q = greedy_run(lib, model, case["prompt_ids"], default_p, n_vocab)
         agree = 0
@@ -372,6 +413,149 @@ def _with_threads(p: LlamaContextParams, n: int) -> LlamaContextParams:
     q = LlamaContextParams.from_buffer_copy(p)
     q.n_threads = q.n_threads_batch = n
     return q
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantized references: llama.cpp on the original file, the oracle of llmnb's integer path
+# ---------------------------------------------------------------------------------------------
+
+TOP_K = 16
+
+
+def prefix_agreement(a: list[int], b: list[int]) -> int:
+    """How many leading ids a and b share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def compare_runs(ref: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """other's ids against ref's, and the largest |logit difference| over the whole vocabulary
+    at every step where both runs had been fed the same tokens (both kept their logits)."""
+    agree = prefix_agreement(ref["new_ids"], other["new_ids"])
+    same_fed = min(agree + 1, len(ref["logits"]), len(other["logits"]))
+    diff = max(float(np.max(np.abs(ref["logits"][i] - other["logits"][i]))) for i in range(same_fed))
+    return {"new_ids": other["new_ids"], "same_ids": other["new_ids"] == ref["new_ids"],
+            "agree_prefix": agree, "steps_compared": same_fed, "max_abs_logit_diff": diff}
+
+
+def tensor_types(path: Path) -> dict[str, int]:
+    """How many tensors of each GGML type the file holds (llmnb's GGUF reader)."""
+    import llmnb.gguf
+
+    counts: dict[str, int] = {}
+    with llmnb.gguf.open(path) as f:
+        for info in f.tensors.values():
+            counts[info.type_name] = counts.get(info.type_name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def quantized_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, system: str,
+                      version: str) -> dict[str, Any]:
+    import llmnb.hub as hub
+
+    original = Path(hub.path(hub_name))
+    types, digest = tensor_types(original), sha256(original)
+    f32_fixture = json.loads((OUT_DIR / f"greedy_{key}.json").read_text())
+    exact_p, default_p = context_params(lib, exact=True), context_params(lib, exact=False)
+    one_p = _with_threads(exact_p, 1)
+
+    model, buffers = load_model(lib, original)
+    repacked = any("REPACK" in b for b in buffers)
+    print(f"  {key}: {original.name} {types}; {'; '.join(buffers)}", flush=True)
+    vocab = lib.llama_model_get_vocab(model)
+    n_vocab = lib.llama_vocab_n_tokens(vocab)
+    cases: list[dict[str, Any]] = []
+    exact_logits: list[list[np.ndarray]] = []   # per case, per step: kept for the no-repack runs
+    for index, (kind, user, text, parse_special) in enumerate(prompts_of(chat_format, system)):
+        ids = tokenize(lib, vocab, text, parse_special)
+        f32_case = f32_fixture["cases"][index]
+        if ids != f32_case["prompt_ids"]:
+            raise RuntimeError(f"{key} prompt {index}: ids differ from greedy_{key}.json's")
+        run = greedy_run(lib, model, ids, exact_p, n_vocab, top_k=TOP_K, keep_logits=True)
+        one = compare_runs(run, greedy_run(lib, model, ids, one_p, n_vocab, keep_logits=True))
+        default = greedy_run(lib, model, ids, default_p, n_vocab)
+        exact_logits.append(run.pop("logits"))
+        cases.append({
+            "kind": kind, "user_text": user if kind == "chat" else None, "prompt_text": text,
+            "parse_special": parse_special, "prompt_ids": ids,
+            "new_ids": run["new_ids"], "stop_reason": run["stop_reason"],
+            "top2_margin": run["top2_margin"], "runner_up_ids": run["runner_up_ids"],
+            f"top{TOP_K}_ids": run["top_ids"], f"top{TOP_K}_logits": run["top_logits"],
+            "new_text": run["new_text"],
+            "agree_with_f32_prefix": prefix_agreement(run["new_ids"], f32_case["new_ids"]),
+            "one_thread": one,
+            "default_context": {"new_ids": default["new_ids"], "stop_reason": default["stop_reason"],
+                                "agree_prefix": prefix_agreement(run["new_ids"], default["new_ids"])},
+        })
+        m = min(run["top2_margin"])
+        print(f"  {key} q {kind:<5} {len(ids):>3} prompt ids -> {len(run['new_ids'])} new "
+              f"({run['stop_reason']}), min margin {m:.4f} at {run['top2_margin'].index(m)}, "
+              f"1 thread same: {one['same_ids']} (max |dlogit| {one['max_abs_logit_diff']:.2e}), "
+              f"f32 agrees {cases[-1]['agree_with_f32_prefix']}, "
+              f"default ctx agrees {cases[-1]['default_context']['agree_prefix']}", flush=True)
+    lib.llama_model_free(model)
+
+    no_repack_buffers = None
+    if repacked:   # the same exact runs with the weights left in the file's own layout
+        model, no_repack_buffers = load_model(lib, original, extra_bufts=False)
+        for case, logits in zip(cases, exact_logits):
+            ref = {"new_ids": case["new_ids"], "logits": logits}
+            plain = greedy_run(lib, model, case["prompt_ids"], exact_p, n_vocab, keep_logits=True)
+            case["no_repack"] = compare_runs(ref, plain)
+            print(f"  {key} no repack: same ids {case['no_repack']['same_ids']} "
+                  f"(max |dlogit| {case['no_repack']['max_abs_logit_diff']:.2e})", flush=True)
+        lib.llama_model_free(model)
+    for case in cases:
+        case.setdefault("no_repack", None)
+
+    return {
+        "what": "llama.cpp greedy (argmax) ids and top-16 logits on the original quantized "
+                "GGUF with an F32 K/V cache and flash attention off; the reference for "
+                "llmnb's integer (Q8-activation) path",
+        "model": hub_name,
+        "file": original.name,
+        "sha256": digest,
+        "bytes": original.stat().st_size,
+        "tensor_types": types,
+        "llama_cpp": {"version": version,
+                      "llama_version": lib.llama_version().decode(),
+                      "system_info": lib.llama_print_system_info().decode().strip()},
+        "model_load": {"params": "llama_model_default_params() with n_gpu_layers = 0",
+                       "buffers": buffers, "repack": repacked,
+                       "no_repack_buffers": no_repack_buffers},
+        "settings": {
+            "exact_run": settings_of(exact_p),
+            "one_thread_run": settings_of(one_p),
+            "default_context_run": settings_of(default_p),
+            "enum_values": "flash_attn_type: -1 auto, 0 disabled, 1 enabled; type_k/type_v: "
+                           "ggml_type (0 F32, 1 F16)",
+            "decode_loop": "fresh context per prompt; llama_decode(llama_batch_get_one(prompt)) "
+                           "once, then one token per llama_decode; next token = argmax of "
+                           "llama_get_logits_ith(ctx, -1), ties to the lower id",
+            "prompts": f"the prompt ids of greedy_{key}.json (checked equal)",
+            "n_new_max": N_NEW,
+            "stop": "after an end-of-generation token (llama_vocab_is_eog), which is included "
+                    "as the last new id",
+            "top2_margin": "logit of the chosen token minus the second-highest logit, per step "
+                           "(float32 logits, difference in float64, not rounded)",
+            f"top{TOP_K}": f"per step, the {TOP_K} highest logits in descending order (ties to "
+                           "the lower id) and their ids; logits rounded to 1e-4; step 0 is the "
+                           "prompt's last position, step i > 0 the position of new_ids[i-1]",
+            "agree_with_f32_prefix": f"leading new ids equal to greedy_{key}.json's (the F32 copy)",
+            "one_thread": "the exact run again with 1 thread; max_abs_logit_diff over the whole "
+                          "vocabulary at the steps both runs were fed the same tokens",
+            "no_repack": "the exact run again with use_extra_bufts = false (no weight "
+                         "repacking); null when the default load repacked nothing",
+            "default_context": "llama.cpp's default context (F16 K/V, flash attention auto, "
+                               "n_batch 2048, n_ubatch 512), greedy ids only",
+        },
+        "n_vocab": n_vocab,
+        "cases": cases,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +625,9 @@ def write_json(path: Path, obj: Any) -> None:
     # A real newline is never inside a JSON string, so only indented lists are touched.
     text = re.sub(r"\[\n\s*([-0-9.e,\s]+?)\s*\]",
                   lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",")) + "]", text)
-    path.write_text(text + "\n", encoding="utf-8")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    tmp.replace(path)          # a reader never sees half a file
     print(f"wrote {path.relative_to(ROOT)}")
 
 
@@ -452,9 +638,10 @@ def main() -> None:
                          "looked for in the same folder")
     ap.add_argument("--f32-dir", type=Path, default=Path("/tmp"),
                     help="where the all-F32 copies are kept (never in the repository)")
-    ap.add_argument("--only", choices=["greedy", "perplexity"], help="make only one kind")
+    ap.add_argument("--only", choices=["greedy", "quantized", "perplexity"],
+                    help="make only one kind")
     ap.add_argument("--models", nargs="+", choices=[m[1] for m in MODELS],
-                    default=[m[1] for m in MODELS], help="greedy fixtures to make")
+                    default=[m[1] for m in MODELS], help="greedy and quantized fixtures to make")
     ap.add_argument("--no-thread-check", action="store_true",
                     help="skip the second F32 run with 1 thread (halves the time; the fixture "
                          "then records same_ids_with_1_thread = null)")
@@ -466,16 +653,20 @@ def main() -> None:
     version = llamacpp_version(bin_dir)
     print(version)
 
-    if args.only in (None, "greedy"):
+    if args.only in (None, "greedy", "quantized"):
         lib = load_library(args.lib)
-        lib.llama_log_set(_quiet, None)
+        lib.llama_log_set(_log, None)
         lib.llama_backend_init()
         for hub_name, key, chat_format, system in MODELS:
             if key not in args.models:
                 continue
-            fx = greedy_fixture(lib, hub_name, key, chat_format, system, args.f32_dir, version,
-                                not args.no_thread_check)
-            write_json(OUT_DIR / f"greedy_{key}.json", fx)
+            if args.only in (None, "greedy"):
+                fx = greedy_fixture(lib, hub_name, key, chat_format, system, args.f32_dir,
+                                    version, not args.no_thread_check)
+                write_json(OUT_DIR / f"greedy_{key}.json", fx)
+            if args.only in (None, "quantized"):   # after greedy: it checks the prompt ids
+                fx = quantized_fixture(lib, hub_name, key, chat_format, system, version)
+                write_json(OUT_DIR / f"quantized_{key}.json", fx)
     if args.only in (None, "perplexity"):
         fx = perplexity_fixture(bin_dir, args.f32_dir, version)
         write_json(OUT_DIR / "perplexity_smollm2.json", fx)
