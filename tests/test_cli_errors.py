@@ -205,6 +205,17 @@ def test_model_not_pulled(capsys: pytest.CaptureFixture[str], tmp_path: Path,
         one_error_line(*run(capsys, *argv), EXIT_RESOURCES, "is not pulled: run `llmnb pull")
 
 
+def test_a_model_cut_short_in_the_cache_says_incomplete_and_how_to_fetch_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
+    cached = tmp_path / "models" / llmnb.hub.MODELS["smollm2-135m"].filename
+    cached.parent.mkdir()
+    cached.write_bytes(b"GGUF" + bytes(996))
+    one_error_line(*run(capsys, "generate", "smollm2-135m", "-p", "x"), EXIT_RESOURCES,
+                   f"the cached file {cached} is incomplete (1,000 bytes, expected 98,362,432): "
+                   "`llmnb pull smollm2-135m` fetches it again")
+
+
 def test_model_that_does_not_fit_is_refused_naming_needed_and_available(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMNB_MEMORY_LIMIT", "100000")

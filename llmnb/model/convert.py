@@ -42,7 +42,6 @@ import numpy.typing as npt
 
 from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, STRING, UINT32
 from llmnb.gguf.reader import MetadataField
-from llmnb.gguf.writer import atomic_path
 from llmnb.model.config import DIFFUSION_ARCHS, PERMUTED_ARCHS, SUPPORTED_ARCHS, check_heads, \
     shape_problem, tensor_shapes
 from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rope_factors, \
@@ -50,6 +49,7 @@ from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rop
 from llmnb.model.safetensors import TensorEntry, check_dtype, read_checkpoint_index, \
     read_tensor
 from llmnb.model.weights import permute_qk
+from llmnb.output import atomic_path, check_output
 from llmnb.tokenizer.convert import synthetic_vocab, tokenizer_fields
 from llmnb.tokenizer.errors import TokenizerError
 
@@ -270,6 +270,7 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
         raise ConvertError(f"{hf}: outtype: expected f32 or f16, got {outtype!r}")
     if convention not in FORMATS:
         raise ConvertError(f"{hf}: format: expected llama.cpp or diffuse, got {convention!r}")
+    check_output(out_path)                      # before any work: a device is never replaced
     config = read_config(hf)
     arch = arch or detect_arch(config, hf / "config.json")
     if arch not in SUPPORTED_ARCHS:

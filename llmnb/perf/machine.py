@@ -31,6 +31,7 @@ import numpy as np
 
 from llmnb.errors import UsageError
 from llmnb.hub import cache_dir
+from llmnb.output import atomic_path
 from llmnb.perf.peaks import gemv_bandwidth, read_bandwidth, sgemm_gflops, stream_bandwidth
 from llmnb.perf.roofline import Roof
 from llmnb.perf.threads import threads as use_threads
@@ -288,6 +289,8 @@ def cache_path(facts: MachineFacts) -> Path:
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
+    if not path.is_file():                     # (a FIFO there would block the read)
+        return {}
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -298,11 +301,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    """Temp file + rename: a reader never sees half a file."""
+    """Temp file + rename (``atomic_path``): a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
 
 
 def probe(threads: Sequence[int] | None = None, sizes: ProbeSizes = FULL,
