@@ -1,8 +1,9 @@
 """llmnb: CPU LLM inference, taught in notebooks and run for real on GGUF models.
 
 The public names (see README.md): ``llmnb.gguf.open``, ``llmnb.quant.dequantize`` /
-``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with ``llmnb.Greedy`` /
-``llmnb.Sampler``, ``llmnb.diffuse``, ``llmnb.perplexity``, ``llmnb.threads``, ``llmnb.source``.
+``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with
+``llmnb.Greedy`` / ``llmnb.Sampler``, ``llmnb.diffuse``, ``llmnb.perplexity``, ``llmnb.threads``,
+``llmnb.source``.
 """
 import os
 

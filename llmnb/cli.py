@@ -126,7 +126,8 @@ def _kv_args(a: argparse.Namespace) -> dict[str, Any]:
         return {}
     kw: dict[str, Any] = {"kv_budget": a.kv_budget, "kv_recent": a.kv_recent,
                           "kv_sinks": 4 if a.kv_sinks is None else a.kv_sinks,
-                          "kv_policy": a.kv_policy or "initial_key", "kv_scope": a.kv_scope or "layer"}
+                          "kv_policy": a.kv_policy or "initial_key",
+                          "kv_scope": a.kv_scope or "layer"}
     check_budget(kw["kv_budget"], kw["kv_recent"], kw["kv_sinks"], kw["kv_policy"], kw["kv_scope"])
     return kw
 
@@ -172,7 +173,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
         else:
             r = generate(model, a.prompt, max_new_tokens=a.n, sampler=sampler, chat=a.chat,
                          system=a.system, stop=a.stop or (), on_text=stream, **kv)
-            ids, tokens, text, stop_reason, s = r.prompt_ids, r.tokens, r.text, r.stop_reason, r.stats
+            ids, tokens, text, stop_reason, s = (r.prompt_ids, r.tokens, r.text, r.stop_reason,
+                                                 r.stats)
     if a.json:
         print(json_text({"prompt": a.prompt, "prompt_ids": ids, "ids": tokens, "text": text,
                          "stop_reason": stop_reason, "stats": s.to_json()}
@@ -211,7 +213,6 @@ def _load_batched(a: argparse.Namespace) -> Any:
 
 def cmd_diffuse(a: argparse.Namespace) -> int:
     from llmnb.diffusion import diffuse
-    from llmnb.model import load
     from llmnb.perf.threads import threads
 
     prompt: str | list[int] = a.prompt
@@ -252,7 +253,6 @@ def cmd_diffuse(a: argparse.Namespace) -> int:
 
 def cmd_perplexity(a: argparse.Namespace) -> int:
     from llmnb.ar import perplexity
-    from llmnb.model import load
     from llmnb.perf.threads import threads
 
     try:
@@ -346,7 +346,8 @@ def _int_at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
         if v < low:
             raise argparse.ArgumentTypeError(
-                f"expected a positive number, got {v}" if low == 1 else f"expected {low} or more, got {v}")
+                f"expected a positive number, got {v}" if low == 1
+                else f"expected {low} or more, got {v}")
         return v
     return parse
 
@@ -373,7 +374,8 @@ def _probability(s: str) -> float:
 
 
 def _add_kv_flags(s: argparse.ArgumentParser) -> None:
-    g = s.add_argument_group("selective KV cache (Initial-Key Cache; StreamingLLM and H2O baselines)")
+    g = s.add_argument_group("selective KV cache (Initial-Key Cache; StreamingLLM and H2O "
+                             "baselines)")
     g.add_argument("--kv-budget", type=_positive_int, metavar="N",
                    help="hold at most N positions in the KV cache (default: every position)")
     g.add_argument("--kv-recent", type=_non_negative_int, metavar="N",
@@ -397,7 +399,8 @@ def _add_weights_flag(s: argparse.ArgumentParser, help_default: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llmnb", description="CPU LLM inference on GGUF models, from the llmnb notebooks.",
-        epilog="MODEL is a path to a .gguf file or a hub name (see `llmnb models`).\n\n" + EXIT_CODES,
+        epilog="MODEL is a path to a .gguf file or a hub name (see `llmnb models`).\n\n"
+               + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -424,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--system", help="system message (with --chat)")
     s.add_argument("--temp", type=_non_negative_float, default=0.0,
                    help="temperature; 0 = greedy (default)")
-    s.add_argument("--top-k", type=_non_negative_int, default=0, help="keep the k most likely (0 = off)")
+    s.add_argument("--top-k", type=_non_negative_int, default=0,
+                   help="keep the k most likely (0 = off)")
     s.add_argument("--top-p", type=_probability, default=1.0, help="nucleus mass (1 = off)")
     s.add_argument("--min-p", type=_probability, default=0.0, help="min-p ratio (0 = off)")
     s.add_argument("--seed", type=int, default=None, help="random seed for sampling")
@@ -446,10 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initial draft length of a model drafter (4; adapted per round)")
     s.set_defaults(func=cmd_generate)
 
-    s = sub.add_parser("diffuse", help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")
+    s = sub.add_parser("diffuse",
+                       help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")
     s.add_argument("model", metavar="MODEL")
     s.add_argument("-p", "--prompt", default="", help="the prompt text")
-    s.add_argument("--tokens", metavar="IDS", help="the prompt as comma-separated token ids instead")
+    s.add_argument("--tokens", metavar="IDS",
+                   help="the prompt as comma-separated token ids instead")
     s.add_argument("-n", type=_positive_int, default=128, help="generated positions (128)")
     s.add_argument("-s", "--steps", type=_positive_int, default=32, help="denoising steps (32)")
     s.add_argument("--scheduler", default="low_confidence",
@@ -537,7 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="F32 F16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M")
     s.set_defaults(func=cmd_quantize)
 
-    s = sub.add_parser("convert", help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream, Gemma 3) -> GGUF")
+    s = sub.add_parser("convert",
+                       help="HF safetensors checkpoint (Llama, Qwen2, LLaDA, Dream, Gemma 3) -> "
+                            "GGUF")
     s.add_argument("hf_dir", metavar="HF_DIR", help="folder with config.json and *.safetensors")
     s.add_argument("output", metavar="OUT", help="the .gguf to write; " + OUTPUT_RULE)
     s.add_argument("--arch", choices=SUPPORTED_ARCHS, default=None,
@@ -609,7 +617,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         if a.debug:
             raise
-        where = f"{e.filename}: " if e.filename else "writing output: " if e.errno in _NO_SPACE else ""
+        where = (f"{e.filename}: " if e.filename else
+                 "writing output: " if e.errno in _NO_SPACE else "")
         print(f"llmnb: error: {safe_text(where + (e.strerror or str(e)))}", file=sys.stderr)
         if e.errno not in _NO_SPACE:
             return EXIT_INPUT

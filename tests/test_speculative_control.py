@@ -180,8 +180,9 @@ def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> N
     assert c.draft_length(0) == 64                               # a free drafter: all it has
     good, bad, model = (Draft(list(range(40)), tag=3), Draft(list(range(50, 90)), tag=1),
                         Draft(list(range(60, 100))))
-    c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
-    for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
+    c.time_draft(1, 16, 8.0)                            # the model drafts at 0.5 steps a token
+    # lookup: 3-gram matches always right, 1-gram never; model: never
+    for _ in range(10):
         c.after_round([good, model], [40, 40], [40, 0], list(range(40)) + [99])
         c.after_round([bad, model], [40, 40], [0, 0], [0])
     assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1

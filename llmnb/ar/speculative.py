@@ -121,9 +121,10 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     (``Transformer.use_wide``: a float32 copy of every matrix in 64-output tiles for the
     few-row kernel, kept by the model for later calls; cheaper batches from 2 rows on; on
     quantized weights a dequantized (out, in) copy, cheaper from WIDE_ROWS_QUANTIZED rows on),
-    else without it (and drop it). Default: on for float32 weights; off for quantized ones, whose copy is a
-    dequantized float32 model (~540 MB for SmolLM2-135M beside 98 MB of blocks, the memory
-    the quantized residency saves; ``llmnb.model.wide`` gives the measured costs of both).
+    else without it (and drop it). Default: on for float32 weights; off for quantized ones,
+    whose copy is a dequantized float32 model (~540 MB for SmolLM2-135M beside 98 MB of blocks,
+    the memory the quantized residency saves; ``llmnb.model.wide`` gives the measured costs of
+    both).
     """
     k0, kmax = operator_index(k, "k"), operator_index(k_max, "k_max")
     if not 1 <= k0 <= K_LIMIT:

@@ -1,4 +1,5 @@
-"""Masked diffusion: the denoising loop, transfer schedules, remasking rules, the inter-step cache."""
+"""Masked diffusion: the denoising loop, transfer schedules, remasking rules, the inter-step
+cache."""
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.engine import DiffusionResult, DiffusionStats, diffuse, mask_id_of
 from llmnb.diffusion.errors import DiffusionError

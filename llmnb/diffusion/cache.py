@@ -85,7 +85,8 @@ class InterStepCache:
         if visible is not None:
             see[:] = False
             see[visible] = True
-        full = self.prev_tokens is None or (self.refresh > 0 and step > 0 and step % self.refresh == 0)
+        full = self.prev_tokens is None or (self.refresh > 0 and step > 0
+                                            and step % self.refresh == 0)
         if self.policy in ("prefix", "dual") and block_step == 0:
             full = True                                        # Fast-dLLM: refresh per block
         if not full:

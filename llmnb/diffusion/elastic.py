@@ -75,7 +75,8 @@ class ElasticCache(InterStepCache):
                       block_step: int, todo: I64, rows: I64, visible: I64 | None = None) -> I64:
         boundary = self.drifted + 1 if self.drifted >= 0 else self.n_layer
         self.drifted = -1
-        nominal = super().choose_active(step, tokens, masked, block, block_step, todo, rows, visible)
+        nominal = super().choose_active(step, tokens, masked, block, block_step, todo, rows,
+                                        visible)
         see = np.arange(self.n_positions, dtype=np.int64) if visible is None else visible
         self.refresh_from = self.n_layer
         if boundary < self.n_layer and len(nominal) < len(see):

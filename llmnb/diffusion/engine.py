@@ -114,7 +114,8 @@ def _check(model: Model, gen_length: int, steps: int, block_length: int | None,
         raise UsageError(f"gen_length and steps: expected >= 1, got {gen_length} and {steps}")
     block = gen_length if block_length is None else block_length
     if block < 1 or gen_length % block:
-        raise UsageError(f"block_length: expected a divisor of gen_length {gen_length}, got {block}")
+        raise UsageError(f"block_length: expected a divisor of gen_length {gen_length}, "
+                         f"got {block}")
     n_blocks = gen_length // block
     if steps % n_blocks:
         raise UsageError(f"steps: expected a multiple of the {n_blocks} blocks, got {steps}")

@@ -5,15 +5,15 @@ remasking rule, the entropy and the probability of the token per masked position
 schedule's count, and returns the positions to commit, most certain first by the remasking
 rule. The rule always orders; the schedulers differ in how far down that order they go.
 
-| scheduler        | commits                                                  | from        |
-|------------------|----------------------------------------------------------|-------------|
-| `low_confidence` | the schedule's count                                     | diffuse-cpp |
-| `entropy_exit`   | max(schedule's count, positions with entropy < threshold) | diffuse-cpp |
-| `threshold`      | the first, and every other with probability >= threshold | Fast-dLLM   |
-| `factor`         | the longest prefix whose weakest probability c has (n + 1)(1 - c) <= f | Fast-dLLM |
-| `entropy_bound`  | the longest prefix whose entropies, less the largest, sum to <= gamma | EB-Sampler |
-| `klass`          | every confident and stable position, else the schedule's count | KLASS |
-| `wino`           | a wide draft over a low threshold; re-masks what fails a high one | WINO |
+| scheduler        | commits                                                      | from        |
+|------------------|--------------------------------------------------------------|-------------|
+| `low_confidence` | the schedule's count                                         | diffuse-cpp |
+| `entropy_exit`   | max(schedule's count, positions with entropy < threshold)    | diffuse-cpp |
+| `threshold`      | the first, and every other with probability >= threshold     | Fast-dLLM   |
+| `factor`         | the longest prefix whose weakest p has (n + 1)(1 - p) <= f   | Fast-dLLM   |
+| `entropy_bound`  | the longest prefix whose entropies, less the largest, <= gamma | EB-Sampler |
+| `klass`          | every confident and stable position, else the schedule's count | KLASS     |
+| `wino`           | a wide draft over a low threshold; re-masks what fails a high one | WINO   |
 
 A *budgeted* scheduler finishes a block in its `steps` (the last one commits what is left);
 an *adaptive* one (``adaptive``) runs until the block has no masks, however many forwards

@@ -3,9 +3,9 @@
 A ``Model`` holds the memory-mapped ``GGUFFile``, the ``ModelConfig``, the ``Tokenizer`` and,
 from its first forward pass on, the ``Weights``: quantized blocks repacked for
 ``llmnb.kernels``, or float32 copies (a memory preflight at load decides their residency
-and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
-for files without one (diffuse-cpp's convention), from a ``tokenizer.json`` given by
-argument or lying beside the file.
+and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from
+the file's own metadata, or, for files without one (diffuse-cpp's convention), from a
+``tokenizer.json`` given by argument or lying beside the file.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from llmnb.tokenizer import Tokenizer, tokenizer_from_json, tokenizer_from_metad
 
 
 class Model:
-    """An opened model: ``.path``, ``.file``, ``.metadata``, ``.arch``, ``.config``, ``.tokenizer``."""
+    """An opened model: ``.path``, ``.file``, ``.metadata``, ``.arch``, ``.config``,
+    ``.tokenizer``."""
 
     def __init__(self, path: Path, file: GGUFFile, config: ModelConfig, tokenizer: Tokenizer,
                  plan: ResidencyPlan) -> None:
@@ -51,8 +52,9 @@ class Model:
         if arr.size == 0:
             raise ModelError(f"{self.path.name}: expected at least one token id")
         if int(arr.min()) < 0 or int(arr.max()) >= self.config.vocab_size:
-            raise ModelError(f"{self.path.name}: token ids must be in 0..{self.config.vocab_size - 1}, "
-                             f"got {int(arr.min())}..{int(arr.max())}")
+            raise ModelError(f"{self.path.name}: token ids must be in "
+                             f"0..{self.config.vocab_size - 1}, got {int(arr.min())}.."
+                             f"{int(arr.max())}")
         return arr
 
     def prompt_ids(self, prompt: str | Sequence[int], chat: bool = False,

@@ -68,7 +68,8 @@ def f16_column(blocks: npt.NDArray[np.uint8], offset: int) -> npt.NDArray[np.flo
     return np.take(F16_TO_F32, halves).reshape(-1, 1)           # (n, 1)
 
 
-def put_f16_column(out: npt.NDArray[np.uint8], offset: int, values: npt.NDArray[np.float32]) -> None:
+def put_f16_column(out: npt.NDArray[np.uint8], offset: int,
+                   values: npt.NDArray[np.float32]) -> None:
     """Store (n, 1) float32 `values` as float16 (round to nearest even) at byte `offset`."""
     out[:, offset:offset + 2] = values.astype(np.float16).view(np.uint8)   # (n, 2)
 

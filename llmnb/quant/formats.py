@@ -109,7 +109,8 @@ def format_of(ggml_type: int | str, what: str) -> QuantFormat:
 
 
 def bits_per_weight(ggml_type: int | str) -> float:
-    """Storage bits per element of a ggml type, scales included (Q4_0: 4.5, Q4_K: 4.5, Q6_K: 6.5625)."""
+    """Storage bits per element of a ggml type, scales included (Q4_0: 4.5, Q4_K: 4.5,
+    Q6_K: 6.5625)."""
     tid = GGML_TYPE_IDS.get(ggml_type.upper(), -1) if isinstance(ggml_type, str) else int(ggml_type)
     if tid not in GGML_BLOCK_SIZES:
         raise QuantError(f"unknown tensor type {ggml_type!r}: expected a ggml type name or id")
@@ -140,7 +141,8 @@ def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequen
         raise QuantError(f"{fmt.name} tensor: expected raw uint8 bytes, got dtype {data.dtype}")
     if data.size != expected:
         raise QuantError(f"{fmt.name} tensor of shape {dims}: expected {expected} bytes "
-                         f"({n} elements at {fmt.type_size} bytes per {fmt.block_size}), got {data.size}")
+                         f"({n} elements at {fmt.type_size} bytes per {fmt.block_size}), got "
+                         f"{data.size}")
     flat = np.ascontiguousarray(data).reshape(-1)
     if fmt.dequant_flat is not None:
         return fmt.dequant_flat(flat).reshape(dims)
@@ -176,7 +178,7 @@ def quantize(x: npt.NDArray[np.generic], ggml_type: int | str) -> U8:
     with np.errstate(all="ignore"):  # tiny values overflow 1/d, as in ggml; the scale is 0
         raw = quantize_blocks(fmt.quant_kernel, blocks, fmt.block_size, fmt.type_size)
     for off in fmt.scale_offsets:
-        exponent = raw[:, off + 1] & 0x7C                             # (n_blocks,) f16 exponent bits
+        exponent = raw[:, off + 1] & 0x7C                             # (n_blocks,) exponents
         bad = np.flatnonzero(exponent == 0x7C)
         if bad.size:
             i = int(bad[0])

@@ -26,7 +26,9 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmnb.tokenizer.errors import TokenizerError
-from llmnb.tokenizer.sandbox import SandboxLimits, bound_environment, compile_bounded, render_bounded
+from llmnb.tokenizer.sandbox import (
+    SandboxLimits, bound_environment, compile_bounded, render_bounded,
+)
 
 # Plain ChatML (<|im_start|>role\ncontent<|im_end|>\n), no default system prompt.
 CHATML: Final = (
@@ -77,7 +79,8 @@ BUILTIN_BOS: Final[dict[str, str]] = {"llama3": "<|begin_of_text|>", "llada": "<
 
 
 def builtin_template(name: str) -> str:
-    """The Jinja text of a built-in template, by name (``chatml``, ``llama3``, ``llada``, ``dream``)."""
+    """The Jinja text of a built-in template, by name (``chatml``, ``llama3``, ``llada``,
+    ``dream``)."""
     text = BUILTIN_TEMPLATES.get(name.lower())
     if text is None:
         raise TokenizerError("chat template", name,
@@ -94,7 +97,8 @@ def raise_exception(message: str) -> str:
 
 def tojson(value: object, ensure_ascii: bool = False, indent: int | None = None,
            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """``tojson`` as transformers defines it: plain ``json.dumps``, non-ASCII kept, no HTML escaping."""
+    """``tojson`` as transformers defines it: plain ``json.dumps``, non-ASCII kept, no HTML
+    escaping."""
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
 
