@@ -75,6 +75,11 @@ class InterStepCache:
         self.full_forwards = 0
         self.partial_forwards = 0
 
+    def proposal_window(self, masked_positions: I64, last: bool) -> I64:
+        """The masked positions a step proposes tokens for: all the block's (``elastic``
+        narrows them)."""
+        return masked_positions
+
     def choose_active(self, step: int, tokens: I64, masked: B, block: tuple[int, int],
                       block_step: int, todo: I64, rows: I64, visible: I64 | None = None) -> I64:
         """Choose the positions to recompute at `step` (all of them on a full step); `block` is
