@@ -15,10 +15,10 @@ from llmnb.ar import generate
 from llmnb.ar.drafters import Draft, Drafter
 from llmnb.ar.sampling import Sampler
 from llmnb.ar.speculative import generate_speculative
-from llmnb.ar.speculative_control import (
-    DEPTHS, KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
-    geometric,
-)
+from llmnb.ar.speculative_rates import DEPTHS, expected_tokens, geometric
+from llmnb.ar.speculative_bubble import bubble_rule
+from llmnb.ar.speculative_control import BubbleController
+from llmnb.ar.speculative_costs import KNOTS, PRIOR_STEPS, VerifyCosts, costs_for
 from llmnb.errors import UsageError
 from llmnb.model import Model
 
@@ -96,6 +96,9 @@ def test_expected_tokens_is_the_geometric_sum() -> None:
 
 
 def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
+    assert [bubble_rule(4, 4, 4, 16), bubble_rule(6, 6, 1, 16), bubble_rule(1, 1, 0, 16)] == [
+        6, 3, 1]                                                 # K + ceil(K/2); K - ceil(b/2)
+    assert bubble_rule(12, 12, 12, 16) == 16 and bubble_rule(4, 3, 3, 16) == 4   # k_max; n < K
     c = BubbleController([True], 4, 16, gate=False)
     c.after_round([Draft([1, 2, 3, 4])], [4], [4], [0])
     assert c.k == [6]

@@ -38,7 +38,8 @@ from llmnb.ar.errors import GenerationError
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.ar.speculative_accept import accept
-from llmnb.ar.speculative_control import K_LIMIT, BubbleController, VerifyCosts, costs_for
+from llmnb.ar.speculative_control import K_LIMIT, BubbleController
+from llmnb.ar.speculative_costs import VerifyCosts, costs_for
 from llmnb.ar.speculative_verify import rollback, verify
 from llmnb.ar.text_stream import TextStream
 from llmnb.errors import UsageError
