@@ -41,9 +41,9 @@ COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/ar/engine.py", "ll
 # isolated build environment does not have; perf/heldout.py serves only the benches;
 # llmnb/kernels/ is numba's, which compiles those functions itself (it cannot compile
 # mypyc's), and a notebook prints their source.
-NEVER = {"llmnb/cli.py", "llmnb/source.py", "llmnb/gguf/writer.py", "llmnb/quant/gguf_file.py",
+NEVER = {"llmnb/source.py", "llmnb/gguf/writer.py", "llmnb/quant/gguf_file.py",
          "llmnb/model/convert.py", "llmnb/perf/heldout.py"}
-NEVER_DIRS = ("llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")
+NEVER_DIRS = ("llmnb/cli/", "llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")
 
 
 def compiled_modules(every: bool = False) -> list[str]:

@@ -138,3 +138,17 @@ def test_diffuse_json_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 4 and "cannot denoise" in err
     code, _, err = run(capsys, "diffuse", llada, "--tokens", "3", "-n", "10", "--block-length", "3")
     assert code == 2 and "block_length" in err
+
+
+def test_building_the_parser_imports_no_bench() -> None:
+    """`llmnb --help` (and every command's parsing) lists the benches without importing the
+    bench registry, the machine probe or any bench."""
+    code = ("import sys; from llmnb.cli import build_parser; build_parser().parse_args(['bench']); "
+            "print(' '.join(m for m in sys.modules if m.startswith('llmnb.perf')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    loaded = r.stdout.split()
+    assert "llmnb.perf.benches" in loaded                        # the names: it did look
+    assert not [m for m in loaded if m.startswith(("llmnb.perf.bench", "llmnb.perf.machine"))
+                and m != "llmnb.perf.benches"], loaded
