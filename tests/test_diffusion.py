@@ -6,7 +6,7 @@ import pytest
 
 import llmnb
 from llmnb.diffusion import DiffusionError, diffuse, transfer_counts
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.errors import UsageError
 from llmnb.model import Model, ModelError
 from oracle import ORACLE

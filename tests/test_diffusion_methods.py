@@ -14,7 +14,7 @@ from llmnb.diffusion.remasking import propose
 from llmnb.diffusion.schedulers import (
     EntropyBound, Klass, Wino, entropy_bound_pick, kl_divergence, make_scheduler,
 )
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.diffusion.wino import verification_rows, verify_key_mask
 from llmnb.errors import UsageError
 from llmnb.model import Model

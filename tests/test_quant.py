@@ -77,7 +77,7 @@ def test_dequantize_bit_exact_vs_gguf_py_on_random_blocks(ggml_type: int) -> Non
 @pytest.mark.parametrize("ggml_type", [t for t in DEQUANT_TYPES if t in F16_OFFSETS], ids=type_name)
 def test_dequantize_bit_exact_vs_gguf_py_across_chunk_boundaries_and_single_blocks(
         ggml_type: int) -> None:
-    from llmnb.quant.chunked import DEQUANT_CHUNK_BLOCKS
+    from llmnb.quant.formats import DEQUANT_CHUNK_BLOCKS
     for n_blocks in (1, 3, DEQUANT_CHUNK_BLOCKS + 5):
         raw = random_blocks(ggml_type, n_blocks, seed=n_blocks)
         got = dequantize(raw, ggml_type, (n_blocks, elements_per_row(ggml_type, raw)))

@@ -89,5 +89,5 @@ class KVCache:
 
     @staticmethod
     def bytes_for(config: ModelConfig, tokens: int) -> int:
-        """Bytes a cache of `tokens` positions takes (keys and values, float32)."""
-        return 2 * 4 * config.n_layer * config.n_head_kv * tokens * config.head_dim
+        """Bytes a cache of `tokens` positions takes (``ModelConfig.kv_bytes``)."""
+        return config.kv_bytes(tokens)

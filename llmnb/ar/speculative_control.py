@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llmnb.ar.draft import Draft
+from llmnb.ar.speculative_draft import Draft
 from llmnb.ar.speculative_rates import DEPTHS, EVIDENCE, AcceptanceModel, geometric
 from llmnb.ar.speculative_bubble import bubble_rule
 from llmnb.ar.speculative_costs import (

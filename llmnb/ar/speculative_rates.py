@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llmnb.ar.draft import Draft
+from llmnb.ar.speculative_draft import Draft
 from llmnb.ar.speculative_costs import KNOTS
 
 SHADOW = KNOTS[-1]    # 64: a draft is checked as far as a round could verify it (the cost curve)

@@ -6,7 +6,7 @@ from llmnb.diffusion.errors import DiffusionError
 from llmnb.diffusion.options import DiffusionOptions
 from llmnb.diffusion.remasking import REMASKING
 from llmnb.diffusion.schedulers import SCHEDULERS
-from llmnb.diffusion.schedules import SCHEDULES, transfer_count, transfer_counts
+from llmnb.diffusion.transfer_schedule import SCHEDULES, transfer_count, transfer_counts
 from llmnb.softmax import entropy
 
 __all__ = ["REMASKING", "SCHEDULERS", "SCHEDULES", "DiffusionError", "DiffusionOptions",

@@ -29,10 +29,11 @@ outside the current block are not read, and keeping them active would make ``dua
 recompute the whole suffix like ``prefix``.
 
 Re-masking (WINO) needs nothing special: a re-masked position's token changed, so it is
-active. A forward that sees only part of the canvas (a suffix window, ``suffix.py``) gets
-`visible`: the active set stays inside it, a "full" forward is all of it, and a position
-whose K/V were never computed (it was out of sight until now) is active when it comes into
-view; the keys out of sight are hidden from the attention by the caller's key mask.
+active. A forward that sees only part of the canvas (DPad's suffix window,
+``engine.visible_positions``) gets `visible`: the active set stays inside it, a "full"
+forward is all of it, and a position whose K/V were never computed (it was out of sight
+until now) is active when it comes into view; the keys out of sight are hidden from the
+attention by the caller's key mask.
 """
 from __future__ import annotations
 

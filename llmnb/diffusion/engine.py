@@ -4,7 +4,7 @@
     for each step:
         logits = model(canvas)                          # bidirectional: every position sees all
         propose a token and a confidence per masked position        (remasking.py)
-        n = how many to commit now                      (schedules.py; the scheduler may change n)
+        n = how many to commit now        (transfer_schedule.py; the scheduler may change n)
         commit the n most certain, leave the rest masked            (WINO may re-mask some)
     until nothing is masked
 
@@ -55,7 +55,7 @@ import numpy.typing as npt
 from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.options import DEFAULT, DiffusionOptions
 from llmnb.diffusion.remasking import order, propose
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.diffusion.wino import VerifyRows, VerifyStore, verify_key_mask
 from llmnb.model.config import ModelError
 from llmnb.model.model import Model

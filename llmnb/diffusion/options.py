@@ -15,7 +15,7 @@ from llmnb.diffusion.cache import InterStepCache
 from llmnb.diffusion.elastic import ElasticCache
 from llmnb.diffusion.errors import DiffusionError
 from llmnb.diffusion.schedulers import Scheduler, make_scheduler
-from llmnb.diffusion.schedules import SCHEDULES
+from llmnb.diffusion.transfer_schedule import SCHEDULES
 from llmnb.errors import UsageError
 from llmnb.model.config import ModelConfig, ModelError
 from llmnb.model.model import Model
@@ -28,7 +28,7 @@ class DiffusionOptions:
     gen_length: int = 128                 # masked positions after the prompt
     steps: int = 32                       # denoising steps (a budget; adaptive schedulers differ)
     block_length: int | None = None       # semi-autoregressive blocks (None: one block)
-    schedule: str = "cosine"              # how many to commit per step (schedules.py)
+    schedule: str = "cosine"              # how many to commit per step (transfer_schedule.py)
     scheduler: str = "low_confidence"     # ... and the rule that may change it (schedulers.py)
     remasking: str | None = None          # which first (remasking.py; None: the scheduler's)
     temperature: float = 0.0

@@ -96,6 +96,11 @@ class ModelConfig:
                  + (2 * self.head_dim if self.qk_norm else 0))
         return attn + 3 * self.n_embd * self.n_ff + norms
 
+    def kv_bytes(self, tokens: int) -> int:
+        """Bytes of a float32 K/V cache of `tokens` positions: keys and values per layer, at
+        key/value-head width (n_layer, n_head_kv, tokens, head_dim) each."""
+        return 2 * 4 * self.n_layer * self.n_head_kv * tokens * self.head_dim
+
 
 def check_heads(n_embd: int, n_head: int, n_head_kv: int, where_q: str, where_kv: str,
                 error: type[ModelError] = ModelError) -> None:

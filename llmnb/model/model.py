@@ -146,8 +146,7 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
-    kv_tokens = min(config.n_ctx, 2048)
-    kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
+    kv_bytes = config.kv_bytes(min(config.n_ctx, 2048))
     plan = plan_residency(f, config, kv_bytes, residency,
                           default_weights(f, config, kv_bytes) if weights == "auto" else weights)
     return Model(path, f, config, load_tokenizer(f, tokenizer), plan)

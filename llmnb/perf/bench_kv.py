@@ -19,8 +19,7 @@ between two policies holds where their delta ranges do not overlap.
 ``kv_mib`` is the evicting cache's key/value arrays (``budget + 1`` slots here) against the
 full cache's ``ctx``. Quality is deterministic; ``seconds`` (all windows, one BLAS thread) is
 provisional on a shared machine. Each window costs one streamed pass per policy and budget,
-so the run time grows with `windows`: ``llmnb bench kv`` (4 windows, 17 rows) took 348 s on a
-2-core AMD EPYC, its ``seconds`` column says where. The full table of the notes:
+so the run time grows with `windows` (``seconds`` says how). The longer contexts and budgets:
 
     python -m llmnb.perf.bench_kv --ctx 1024 --budgets 64 128 256 512
 """

@@ -22,14 +22,14 @@ bytes are read in runs of 32, one bit-plane (shift) at a time, which is exactly 
 (``d*sc`` first, then times q, then minus ``dmin*m``), so results are bit-identical to
 gguf-py, NaN/Inf scales included. Quants are assembled in contiguous uint8/int8 arrays;
 the per-sub-block scales are repeated over their elements so the float passes are
-contiguous too (``chunked.per_element``).
+contiguous too (``block_fields.per_element``).
 """
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import bit_planes, byte_columns, f16_column, per_element
+from llmnb.quant.block_fields import bit_planes, byte_columns, f16_column, per_element
 
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]

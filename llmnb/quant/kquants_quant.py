@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import put_f16_column, where32
+from llmnb.quant.block_fields import put_f16_column, where32
 from llmnb.quant.kquants_search import (
     GROUP_MAX_EPS, make_qkx2_quants, make_qx_quants_rmse, running_sum,
 )

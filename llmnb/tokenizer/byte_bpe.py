@@ -72,7 +72,7 @@ def byte_bpe_spec(vocab: Vocab) -> dict[str, object]:
     # A byte with no token (Falcon, MPT, StarCoder lack a few) still keeps its place in the
     # word in llama.cpp, so the bytes around it do not merge across it, and is dropped from the
     # output. tokenizers' BPE would skip it before merging; as the unknown token it stays put,
-    # under an id past the vocabulary that encode() then drops (UNKNOWN_BYTE_ID).
+    # under an id past the vocabulary (len(vocab.tokens)) that encode() then drops.
     unk = None
     if any(ch not in ids for ch in BYTE_TO_CHAR.values()):
         unk = UNKNOWN_BYTE
