@@ -28,6 +28,10 @@ BENCH_TITLES: dict[str, str] = {
     "spec": "spec: speculative vs plain greedy decoding, same tokens asserted; speed-up = plain / "
             "speculative wall time of the whole generate call (median of at most 3 runs after a "
             "warm-up), geometric mean over a set's prompts",
+    "numexpr": "numexpr: llmnb's own elementwise work over large arrays (whole-tensor dequantize, "
+               "perplexity's NLL, diffusion's entropy, the k-quant search's error), numpy as "
+               "llmnb runs it against one numexpr expression, same result; ratio = numpy / "
+               "numexpr time",
     "compiled": "compiled: what mypyc buys, the installed compiled llmnb against the same source "
                 "interpreted, in the same run, 1 thread; speedup = pure / compiled ms, each "
                 "workload's output equal in both builds (checked)",
