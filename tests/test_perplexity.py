@@ -17,7 +17,8 @@ from real_models import hub_model
 
 ROOT = Path(__file__).parent.parent
 TEXT = (ROOT / "data" / "text" / "persuasion.txt").read_text(encoding="utf-8")
-REF = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "perplexity_smollm2.json").read_text())
+REF = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "perplexity_smollm2.json"
+                  ).read_text())
 
 
 def test_token_nll_is_minus_log_softmax() -> None:

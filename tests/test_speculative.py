@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmnb
-from llmnb.ar import Greedy, Sampler, generate
+from llmnb.ar import Sampler, generate
 from llmnb.ar.drafters import Draft, Drafter, check_same_vocabulary, make_drafter
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.speculative import generate_speculative
@@ -62,7 +62,8 @@ def test_token_tree_shares_rows_between_drafts_with_a_common_prefix() -> None:
     for row, ancestors in {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [1, 2, 4], 5: [5]}.items():
         want[row, [3 + a for a in ancestors]] = True    # its own path, nothing of the others
     assert (mask == want).all()
-    assert tree.shared([10, 11, 99]) == 2 and tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
+    assert tree.shared([10, 11, 99]) == 2
+    assert tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
 
 
 @pytest.mark.parametrize("wide, tiles", [(False, False), (True, False), (True, True)])
@@ -150,8 +151,8 @@ def pool(tiny: Model, quantized: dict[str, Path]) -> dict[str, Drafter]:
 
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt=st.sampled_from(PROMPTS), names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3,
-                                                        unique=True),
+@given(prompt=st.sampled_from(PROMPTS),
+       names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True),
        k=st.integers(1, 12), extra=st.integers(0, 8), adaptive=st.booleans(),
        n=st.integers(1, 48))
 def test_greedy_output_identical_to_plain_greedy(tiny: Model, pool: dict[str, Drafter], prompt: str,
@@ -169,8 +170,9 @@ def test_greedy_identical_with_the_cost_gate_and_stop_strings(tiny: Model) -> No
         for stop in ((), ("return",), ("e",)):
             ref = generate(tiny, prompt, max_new_tokens=40, chat=True, stop=stop)
             pieces: list[str] = []
-            r = generate_speculative(tiny, prompt, ["lookup", "ngram:2", "self:2"], max_new_tokens=40, chat=True,
-                                     stop=stop, on_text=pieces.append)
+            r = generate_speculative(tiny, prompt, ["lookup", "ngram:2", "self:2"],
+                                     max_new_tokens=40, chat=True, stop=stop,
+                                     on_text=pieces.append)
             assert (r.tokens, r.text, r.stop_reason) == (ref.tokens, ref.text, ref.stop_reason)
             assert "".join(pieces) == r.text
 
@@ -206,7 +208,8 @@ def test_a_user_drafter_subclass_is_verified_like_the_built_in_ones(tiny: Model)
     r = generate_speculative(tiny, PROMPTS[5], [Oracle(ref.tokens, len(ref.prompt_ids))],
                              max_new_tokens=40, chat=True, k=8, adaptive=False, gate=False)
     assert r.tokens == ref.tokens
-    assert all(x.accepted[0] == min(3, x.proposed[0]) for x in r.rounds)   # accepted up to the error
+    # accepted up to the error
+    assert all(x.accepted[0] == min(3, x.proposed[0]) for x in r.rounds)
 
 
 def test_round_metrics_account_for_every_token(tiny: Model) -> None:
@@ -216,7 +219,8 @@ def test_round_metrics_account_for_every_token(tiny: Model) -> None:
     made = sum(x.committed for x in r.rounds)           # the first token: the prompt's pass
     assert made == len(r.tokens) - 1 if r.stop_reason == "max_tokens" else made >= len(r.tokens) - 1
     for x in r.rounds:
-        assert (x.rows > 1) == (sum(x.proposed) > 0) and x.rows <= 1 + sum(x.proposed)  # shared rows
+        assert (x.rows > 1) == (sum(x.proposed) > 0)
+        assert x.rows <= 1 + sum(x.proposed)                 # shared rows
         assert all(a <= p for a, p in zip(x.accepted, x.proposed))
         assert x.committed == (max(x.accepted) if x.chosen >= 0 else 0) + 1
     acc = r.acceptance()
@@ -230,7 +234,8 @@ def chi2_limit(df: int, z: float = 3.09) -> float:
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def chi2(counts: dict[tuple[int, ...], int], expected: dict[tuple[int, ...], float]) -> tuple[float, int]:
+def chi2(counts: dict[tuple[int, ...], int],
+         expected: dict[tuple[int, ...], float]) -> tuple[float, int]:
     """Pearson's statistic over the outcomes (those expected < 5 pooled) and its df."""
     n = sum(counts.values())
     assert set(counts) <= set(expected)
@@ -344,7 +349,8 @@ def test_drafter_with_another_vocabulary_is_refused(tiny: Model, tmp_path: Path)
     with pytest.raises(ModelError, match="causal"):
         make_drafter(str(ROOT / "data" / "models" / "tiny-llada.gguf"), tiny)
     with pytest.raises(ModelError, match="autoregressive"):
-        generate_speculative(llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf"), "hi", ["lookup"])
+        generate_speculative(llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf"), "hi",
+                             ["lookup"])
 
 
 def test_cli_spec_matches_plain_and_refuses_bad_flags(tmp_path: Path, quantized: dict[str, Path],

@@ -5,7 +5,7 @@ markdown (`![...](figures/NAME.svg)`). Byte counts come from the package (`llmnb
 `llmnb.gguf` constants), so a drawing cannot disagree with the code it explains.
 
     python tools/make_figures.py            # (re)write every figure
-    python tools/make_figures.py --check    # draw into a temp folder; exit 1 if any committed figure differs
+    python tools/make_figures.py --check    # draw into a temp folder; exit 1 if any differs
     python tools/make_figures.py --png DIR  # also write PNG previews into DIR
 
 Needs matplotlib (the notebooks extra). The SVGs are byte-for-byte reproducible with the
@@ -276,7 +276,8 @@ def block_layouts() -> Figure:
         label(ax, x + 0.4, y + 0.7, f"{total} B / {fmt.block_size} weights = "
               f"{fmt.bits_per_weight:.4g} bits per weight", size=7.5, ha="left", color=MUTED)
 
-    label(ax, 0.6, 24.4, "blocks of 32 weights (bytes drawn 4x wider than for the super-blocks below)",
+    label(ax, 0.6, 24.4,
+          "blocks of 32 weights (bytes drawn 4x wider than for the super-blocks below)",
           size=8, color=MUTED, ha="left")
     for i, n in enumerate(legacy):
         row(n, 22.2 - i * 1.9, 0.6)
@@ -325,7 +326,8 @@ def _learn_merges(corpus: dict[str, int], n: int) -> list[tuple[str, str]]:
 def bpe_merges() -> Figure:
     merges = _learn_merges(TOY_CORPUS, 6)
     word = "lowest"
-    fig, ax = canvas(40, 17, f"Encoding \"{word}\" with the toy corpus's merges, in the order learned")
+    fig, ax = canvas(40, 17,
+                     f"Encoding \"{word}\" with the toy corpus's merges, in the order learned")
     pieces = [(c, i, i + 1) for i, c in enumerate(word)]          # (text, first, end) columns
     col = 3.2
     y = 13.0
@@ -513,7 +515,8 @@ def sampler_chain() -> Figure:
               (f"top-k = {k}", "the k most likely", Sampler(top_k=k)),
               (f"top-p = {top_p}", "smallest set whose\nmass reaches p",
                Sampler(top_k=k, top_p=top_p)),
-              (f"min-p = {min_p}", "p >= min_p x p_max", Sampler(top_k=k, top_p=top_p, min_p=min_p)),
+              (f"min-p = {min_p}", "p >= min_p x p_max",
+               Sampler(top_k=k, top_p=top_p, min_p=min_p)),
               (f"temperature {temp}", "softmax(z / temp)\nover the survivors",
                Sampler(temperature=temp, top_k=k, top_p=top_p, min_p=min_p)),
               ("draw", "a seeded generator", Sampler(temperature=temp, top_k=k, top_p=top_p,
@@ -796,8 +799,8 @@ def verify_tree() -> Figure:
 # ------------------------------------------------------------------------------------------------
 
 def kv_groups() -> Figure:
-    fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and the "
-          "middle by Score Sum", title_size=10.5)
+    fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and "
+                     "the middle by Score Sum", title_size=10.5)
     n, sinks, recent, budget = 24, 2, 5, 11
     score = [0.9, 0.7, 0.2, 0.6, 0.1, 0.3, 1.4, 0.2, 0.15, 0.9, 0.25, 0.1, 1.1, 0.3, 0.2, 0.7,
              0.1, 0.5, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]

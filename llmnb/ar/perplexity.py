@@ -52,13 +52,15 @@ class PerplexityResult:
     token_nlls: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
-def token_nll(logits: npt.NDArray[np.float32], targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def token_nll(logits: npt.NDArray[np.float32],
+              targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """-log softmax(logits)[target] per row: (n, vocab), (n,) -> (n,) float64."""
     out: npt.NDArray[np.float64] = -log_softmax(logits)[np.arange(len(targets)), targets]
     return out
 
 
-def streaming_hidden(model: Model, window: npt.NDArray[np.int64], cache: EvictingKVCache) -> npt.NDArray[np.float32]:
+def streaming_hidden(model: Model, window: npt.NDArray[np.int64],
+                     cache: EvictingKVCache) -> npt.NDArray[np.float32]:
     """Hidden states (n, d) of `window` fed through an evicting cache, as many positions per
     pass as it has room for (``cache.room``; with ``chunk=1``: budget + 1, then one at a time)."""
     tr = model.transformer
@@ -93,8 +95,8 @@ def perplexity(model: Model, text: str, ctx: int = 512, rule: str = "half",
         n_chunks = min(n_chunks, max_chunks)
     need = 2 * ctx if rule == "half" else ctx
     if len(ids) < need or n_chunks < 1:
-        raise GenerationError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at least "
-                              f"{need}")
+        raise GenerationError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at "
+                              f"least {need}")
     first = ctx // 2 if rule == "half" else 0
     bos = tok.bos_id if tok.add_bos else None
     total, scored = 0.0, 0
