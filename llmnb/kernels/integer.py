@@ -208,11 +208,11 @@ class IntMatrix:
     group: int             # inputs per integer sum: 32, or Q6_K's 16
     offset: int            # what a stored nibble adds (Q4_0's 8); bytes add 128 (``simd``)
     qs: U8                 # (panels, groups, group/4 or 4, 16, 4) flat
-    d: U16                 # (panels, blocks, 16) flat, fp16 as in the file: per 32 (legacy)
-                           # or per 256 (k-quants)
-    m: U16 | None          # legacy: the minimum per block; k-quants: -dmin per 256; or None
+    d: npt.NDArray[np.generic]          # (panels, blocks, 16) flat, fp16 bits as in the file:
+                                        # per 32 (legacy) or per 256 (k-quants)
+    m: npt.NDArray[np.generic] | None   # legacy: the minimum per block; k-quants: -dmin per 256
     sc: npt.NDArray[np.generic] | None = None    # k-quants: (panels, 256-blocks, subs, 16)
-    mn: U8 | None = None                         # Q4_K/Q5_K: their minimums, the same shape
+    mn: npt.NDArray[np.generic] | None = None    # Q4_K/Q5_K: their minimums, the same shape
     qh: U8 | None = None   # 5-bit formats: each nibble's fifth bit, (panels, groups, 4, 2, 8)
 
     @property
@@ -295,7 +295,7 @@ def fifth_bit_panels(q: npt.NDArray[np.generic], n_out: int) -> U8:
     nibbles of ``quant_panels``: per panel, block and chunk c, 64 bits for the low nibbles'
     bytes (output o, byte k: bit 4o + k) and 64 for the high ones', (panels, groups, 4, 2, 8)."""
     groups = q.shape[1] // 32
-    top = (q.reshape(n_out, groups, 2, 4, 4) >> 4).astype(np.uint8)   # (out, groups, half, c, k)
+    top = (q.reshape(n_out, groups, 2, 4, 4).astype(np.uint8) >> np.uint8(4))   # (out, groups, half, c, k)
     pad = -n_out % PANEL
     if pad:
         top = np.concatenate([top, np.zeros((pad, *top.shape[1:]), dtype=np.uint8)])

@@ -128,6 +128,11 @@ def _unbox_isa(typ: IsaType, obj: Any, c: Any) -> Any:
 
 # --- LLVM helpers -----------------------------------------------------------------------------
 
+def _jit_only(f: Any) -> Any:
+    """An intrinsic, typed for mypy as what it is to Python code: callable only from jitted code."""
+    return f
+
+
 def _vec(isa: IsaType, elem: str, rows: int | None = None) -> VectorType:
     return VectorType(elem, isa.nbytes, isa.rows if rows is None else rows)
 
@@ -199,6 +204,7 @@ def _ints(context: Any, builder: ir.IRBuilder, value: ir.Value, ty: Any) -> ir.V
 
 # --- constants and loads ----------------------------------------------------------------------
 
+@_jit_only
 @intrinsic
 def lanes(typingctx: Any, isa: IsaType) -> Any:
     """int32 (or float32) lanes in one register: 16 with AVX-512, else 8."""
@@ -207,6 +213,7 @@ def lanes(typingctx: Any, isa: IsaType) -> Any:
     return types.intp(isa), codegen
 
 
+@_jit_only
 @intrinsic
 def izero(typingctx: Any, isa: IsaType) -> Any:
     """int32 zeros, R rows."""
@@ -217,6 +224,7 @@ def izero(typingctx: Any, isa: IsaType) -> Any:
     return vt(isa), codegen
 
 
+@_jit_only
 @intrinsic
 def fzero(typingctx: Any, isa: IsaType) -> Any:
     """float32 zeros, R rows."""
@@ -227,6 +235,7 @@ def fzero(typingctx: Any, isa: IsaType) -> Any:
     return vt(isa), codegen
 
 
+@_jit_only
 @intrinsic
 def load_bytes(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of bytes, arr[i : i + vector bytes] (uint8 or int8, 1-D), unaligned."""
@@ -239,6 +248,7 @@ def load_bytes(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     return vt(isa, arr, i), codegen
 
 
+@_jit_only
 @intrinsic
 def load_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of float32, arr[i : i + lanes], unaligned."""
@@ -251,6 +261,7 @@ def load_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     return vt(isa, arr, i), codegen
 
 
+@_jit_only
 @intrinsic
 def load_halves(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of float32 from float16 bit patterns arr[i : i + lanes] (uint16, 1-D):
@@ -266,6 +277,7 @@ def load_halves(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     return vt(isa, arr, i), codegen
 
 
+@_jit_only
 @intrinsic
 def load_widened(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of int32 from bytes arr[i : i + lanes]: uint8 zero-extended, int8
@@ -282,6 +294,7 @@ def load_widened(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     return vt(isa, arr, i), codegen
 
 
+@_jit_only
 @intrinsic
 def broadcast4(typingctx: Any, isa: IsaType, arr: Any, i: Any, stride: Any) -> Any:
     """R rows of bytes: row k holds arr[i + k*stride : i + k*stride + 4] in every 4-byte lane
@@ -327,6 +340,7 @@ isplat_rows = _per_row("i32")
 isplat_rows.__doc__ = "R rows of int32: row k holds arr[i + k*stride] in every lane."
 
 
+@_jit_only
 @intrinsic
 def isplat(typingctx: Any, isa: IsaType, x: Any) -> Any:
     """One register of int32, `x` in every lane."""
@@ -337,6 +351,7 @@ def isplat(typingctx: Any, isa: IsaType, x: Any) -> Any:
     return vt(isa, x), codegen
 
 
+@_jit_only
 @intrinsic
 def rows(typingctx: Any, isa: IsaType) -> Any:
     """The rows R of `isa`'s row-blocked values."""
@@ -345,6 +360,7 @@ def rows(typingctx: Any, isa: IsaType) -> Any:
     return types.intp(isa), codegen
 
 
+@_jit_only
 @intrinsic
 def store_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any, v: VectorType) -> Any:
     """arr[r + k, c : c + lanes] = row k of v, for each of its R rows (a 2-D float32 array
@@ -407,6 +423,7 @@ fmul = _elementwise("fmul", "f32")
 fma = _elementwise("fma", "f32", 3)          # a * b + c with one rounding
 
 
+@_jit_only
 @intrinsic
 def to_floats(typingctx: Any, a: VectorType) -> Any:
     """int32 lanes -> float32 (exact below 2^24, rounded to nearest above)."""
@@ -417,6 +434,7 @@ def to_floats(typingctx: Any, a: VectorType) -> Any:
     return vt(a), codegen
 
 
+@_jit_only
 @intrinsic
 def low_nibbles(typingctx: Any, w: VectorType) -> Any:
     """Each byte's low four bits, 0..15."""
@@ -425,6 +443,7 @@ def low_nibbles(typingctx: Any, w: VectorType) -> Any:
     return w(w), codegen
 
 
+@_jit_only
 @intrinsic
 def high_nibbles(typingctx: Any, w: VectorType) -> Any:
     """Each byte's high four bits, 0..15."""
@@ -433,6 +452,7 @@ def high_nibbles(typingctx: Any, w: VectorType) -> Any:
     return w(w), codegen
 
 
+@_jit_only
 @intrinsic
 def fifth_bits(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of bytes, 16 where bit b of the bits at arr[i:] is set, else 0, for each
@@ -449,6 +469,7 @@ def fifth_bits(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     return vt(isa, arr, i), codegen
 
 
+@_jit_only
 @intrinsic
 def bor(typingctx: Any, a: VectorType, b: VectorType) -> Any:
     """Bitwise or of two byte registers."""
@@ -505,6 +526,7 @@ same product (its offset, 128 * sum(x), is the caller's to take off: ``wide_offs
 the product of q itself."""
 
 
+@_jit_only
 @intrinsic
 def wide_offset(typingctx: Any, isa: IsaType) -> Any:
     """What ``dot4_wide`` adds per unit of sum(x): 128 with VNNI, 0 on AVX2."""

@@ -197,7 +197,9 @@ def first_calls() -> float:
             rows(w, np.arange(2, dtype=np.int64))
             to_dense(w)
         isa = integer_isa()
-        for t in (T.Q4_1, T.Q8_0, T.Q5_0, T.Q4_K, T.Q6_K) if isa is not None else ():
+        if isa is None:
+            return
+        for t in (T.Q4_1, T.Q8_0, T.Q5_0, T.Q4_K, T.Q6_K):
             wi = pack_integer(random_matrix(t, 128, 256, rng), t, 128, 256)
             for n in (1, 3, 64):
                 integer_matmul(rng.standard_normal((n, 256)).astype(np.float32), wi, isa)
@@ -249,9 +251,9 @@ def cost_curve(repeats: int = 5,
 
         def step(n: int, way: str) -> Callable[[], None]:
             def run() -> None:
-                if way == "integer":
+                if way == "integer" and isa is not None:
                     for w in ints:
-                        integer_matmul(xs[n][w.n_in], w, isa or "avx2")
+                        integer_matmul(xs[n][w.n_in], w, isa)
                     return
                 for m in mats:
                     (dense_matmul if way == "dense" else quantized_matmul)(xs[n][m.n_in], m)
