@@ -117,7 +117,8 @@ def _comparison(obj: Any, where: str) -> RunComparison:
                          same_ids=_field(obj, "same_ids", bool, where),
                          agree_prefix=_field(obj, "agree_prefix", int, where),
                          steps_compared=_field(obj, "steps_compared", int, where),
-                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float), where)))
+                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float),
+                                                         where)))
 
 
 def _table(obj: dict[str, Any], name: str, steps: int, dtype: type, where: str) -> Any:
@@ -161,7 +162,8 @@ def _case(obj: Any, where: str) -> QuantizedCase:
 
 def quantized_path(key: str) -> Path:
     if key not in QUANTIZED_MODELS:
-        raise FixtureError(f"unknown fixture key {key!r}: expected one of {', '.join(QUANTIZED_MODELS)}")
+        raise FixtureError(f"unknown fixture key {key!r}: "
+                           f"expected one of {', '.join(QUANTIZED_MODELS)}")
     return FIXTURES / f"quantized_{key}.json"
 
 

@@ -135,7 +135,8 @@ def _hub_path_other(f: Callable[..., Any], name: str) -> Any:
 
 def _tensor_info_transposed(f: Callable[..., Any], c: Any, index: int) -> Any:
     name, shape, ggml_type, offset, n = f(c, index)
-    return name, (shape[::-1] if index == 0 else shape), ggml_type, offset, n   # one shape transposed
+    # one shape transposed
+    return name, (shape[::-1] if index == 0 else shape), ggml_type, offset, n
 
 
 def _strings_last_altered(f: Callable[..., Any], c: Any, n: int, field: str) -> Any:
@@ -233,7 +234,8 @@ BITES: list[Bite] = [
          instead(_strings_last_altered), "the last string of an array altered"),
     Bite("01_gguf", "bad_cases = {", "llmnb.gguf.reader:_Cursor.need",
          instead(_unchecked_need), "lengths and counts not checked against the file"),
-    Bite("03_tokenizer", 'model = llmnb.load("smollm2-135m")', "llmnb.tokenizer.byte_bpe:merges_for_json",
+    Bite("03_tokenizer", 'model = llmnb.load("smollm2-135m")',
+         "llmnb.tokenizer.byte_bpe:merges_for_json",
          instead(_merges_reversed), "merge ranks reversed"),
     Bite("03_tokenizer", "fixture = json.loads", "llmnb.tokenizer.tokenizer:Tokenizer.encode",
          instead(_encode_never_special), "special=True ignored"),
@@ -267,7 +269,8 @@ BITES: list[Bite] = [
          instead(_nll_shifted), "each row scored against the wrong token"),
     Bite("07_perplexity", 'r_half = llmnb.perplexity(smol, head', "llmnb.ar.perplexity:perplexity",
          with_args(rule="full"), 'scores every position under rule="half"'),
-    Bite("07_perplexity", "base = llmnb.perplexity(smol, head, ctx=CTX", "llmnb.ar.perplexity:token_nll",
+    Bite("07_perplexity", "base = llmnb.perplexity(smol, head, ctx=CTX",
+         "llmnb.ar.perplexity:token_nll",
          scaled(1.01), "log-probabilities 1% off"),
     Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
          instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",

@@ -199,7 +199,8 @@ def without(*features: str) -> dict[str, str]:
 
     have = llvm.get_host_cpu_features().flatten().split(",")
     cut = [("-" + f[1:]) if f[1:] in features else f for f in have]
-    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(), NUMBA_CPU_FEATURES=",".join(cut))
+    env = dict(os.environ, NUMBA_CPU_NAME=llvm.get_host_cpu_name(),
+               NUMBA_CPU_FEATURES=",".join(cut))
     env.pop("LLMNB_KERNELS", None)
     return env
 
@@ -211,7 +212,8 @@ def test_a_cpu_without_vnni_runs_the_avx2_build_and_one_without_avx2_the_float_k
               "w = np.random.default_rng(0).standard_normal((32, 256)).astype(np.float32); "
               "p = I.pack(quantize(w, 8), 8, 32, 256); "
               "print(isa.integer_isa(), p.matmul(np.ones((2, 256), np.float32))[0, :2])")
-    for cut, want in ((("avx512vnni", "avxvnni"), "avx2"), (("avx2", "avx512vnni", "avxvnni"), "None")):
+    for cut, want in ((("avx512vnni", "avxvnni"), "avx2"),
+                      (("avx2", "avx512vnni", "avxvnni"), "None")):
         r = subprocess.run([sys.executable, "-c", script], env=without(*cut), capture_output=True,
                            text=True, timeout=600)
         assert r.returncode == 0, r.stderr
@@ -230,7 +232,7 @@ def test_llmnb_kernels_refuses_what_this_cpu_lacks_with_one_line() -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-# --- the default weights ---------------------------------------------------------------------------
+# --- the default weights -----------------------------------------------------------------------
 
 @pytest.mark.skipif(not ISAS, reason="no integer kernels on this CPU")
 def test_the_default_quantized_weights_run_the_integer_products(tmp_path: Path) -> None:
@@ -276,7 +278,8 @@ def test_activations_and_dot_products_are_llama_cpps_own() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     from make_llamacpp_dot_fixtures import N_OUT, case_inputs
 
-    fx = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "dot_products.json").read_text())
+    fx = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "dot_products.json")
+                    .read_text())
     names = {type_name(t): t for t in TYPES}
     for case in fx["cases"]:
         t = names[case["type"]]

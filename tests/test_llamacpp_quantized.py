@@ -1,4 +1,4 @@
-"""The integer path against llama.cpp on the SAME quantized file (fixtures/llamacpp/quantized_*.json:
+"""Integer path against llama.cpp on the SAME quantized file (fixtures/llamacpp/quantized_*.json:
 llama.cpp's greedy ids and top-16 logits, F32 K/V cache, flash attention off).
 
 Each product is llama.cpp's own arithmetic (test_integer_kernels: its quantized activations byte

@@ -37,7 +37,8 @@ def _holding() -> subprocess.Popen[str]:
     return p
 
 
-def test_a_second_run_is_refused_with_the_holder_named_and_runs_once_the_first_ends(home: Path) -> None:
+def test_a_second_run_is_refused_with_the_holder_named_and_runs_once_the_first_ends(
+        home: Path) -> None:
     p = _holding()
     try:
         assert holder() is not None and f"pid {p.pid}: test holder" in (holder() or "")

@@ -396,7 +396,8 @@ def test_a_verify_row_is_the_same_bits_as_that_token_decoded_alone_on_the_defaul
     cache.commit()
     alone = []
     for j, tok in enumerate(seq):
-        alone.append(t.forward(np.array([tok]), start=len(ids) - 1 + j, cache=cache, last_only=True)[0])
+        alone.append(t.forward(np.array([tok]), start=len(ids) - 1 + j, cache=cache,
+                               last_only=True)[0])
         cache.commit()
     cache.truncate(len(ids) - 1)
     logits, tree = verify(t, cache, ids[-1], [new[:6], [new[0], 7, 8]])   # two branches

@@ -67,7 +67,7 @@ def test_head_summary_and_the_plot_report_first_previous_and_own_shares() -> Non
     prev[0, 0, 0, 0] = 1.0
     prev[0, 0, np.arange(1, t), np.arange(t - 1)] = 1.0             # head 0: the previous token
     prev[0, 1, :, 0] = 1.0                                          # head 1: the first token
-    assert head_summary(prev, 0, 0) == (0.0, 1.0, 0.0)              # queries 2..: three distinct keys
+    assert head_summary(prev, 0, 0) == (0.0, 1.0, 0.0)              # queries 2..: 3 distinct keys
     assert head_summary(prev, 0, 1) == (1.0, 0.0, 0.0)
     assert head_summary(prev[:, :, :1, :1], 0, 0) == (1.0, 1.0, 1.0)   # one token: itself, first
     fig = plot_attention(prev, 0, 0, list("abcde"))

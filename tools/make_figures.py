@@ -548,7 +548,8 @@ def sampler_chain() -> Figure:
 # ------------------------------------------------------------------------------------------------
 
 def next_token_nll() -> Figure:
-    fig, ax = canvas(46, 18, "Perplexity: the probability the model gave each next token of the text")
+    fig, ax = canvas(46, 18, "Perplexity: the probability the model gave each next token "
+                             "of the text")
     words = ["It", "is", "a", "truth", "universally", "acknowledged"]
     n, c, gap, x0 = len(words), 5.0, 0.6, 5.4
     ty, dy = 13.4, 4.6
@@ -582,8 +583,8 @@ def next_token_nll() -> Figure:
                   size=7, color=MUTED)
     label(ax, 23, 1.9, "NLL = the mean of -log p(x[t+1] | x0..x[t]) over the scored tokens, in nats"
           " per token;   perplexity = exp(NLL)", size=8.2)
-    label(ax, 23, 0.7, "orange: the token the text really has next; a perplexity of 20 is as unsure "
-          "as a uniform pick among 20 tokens", size=7.5, color=MUTED)
+    label(ax, 23, 0.7, "orange: the token the text really has next; a perplexity of 20 is as "
+          "unsure as a uniform pick among 20 tokens", size=7.5, color=MUTED)
     return fig
 
 
@@ -720,15 +721,16 @@ def q4_0_dot() -> Figure:
                                lw=0.8))
     label(ax, x0 - 0.5, 18.0, "block j of a row", size=8, ha="right", weight="bold")
     label(ax, x0 + 1.5, 16.6, "f16 scale,\n2 bytes", size=7, color=MUTED, va="top")
-    label(ax, x0 + 3.0 + 9.6, 16.6, "16 bytes: 32 quants q of 4 bits (0..15); weight i = d (q_i - 8)",
-          size=7, color=MUTED, va="top")
+    label(ax, x0 + 3.0 + 9.6, 16.6, "16 bytes: 32 quants q of 4 bits (0..15); "
+          "weight i = d (q_i - 8)", size=7, color=MUTED, va="top")
     label(ax, 44.5, 18.0, "18 bytes for 32 weights:\n0.5625 bytes per weight", size=7.5,
           ha="right", color=MUTED)
     for x, title, inputs, product, scale, fc in [
             (1.0, "float path", "the block's q_i - 8, unpacked\nand converted to float",
              "s = sum_i (q_i - 8) x_i\nfloat multiply-adds", "y += d s", FILE),
             (24.0, "integer path (llama.cpp's)", "the q_i - 8 stay small integers; x in 8-bit "
-             "blocks,\nx_i = d_x x8_i, made once per product", "s = sum_i (q_i - 8) x8_i\ninteger multiply-adds",
+             "blocks,\nx_i = d_x x8_i, made once per product",
+             "s = sum_i (q_i - 8) x8_i\ninteger multiply-adds",
              "y += (d d_x) s", PERF)]:
         label(ax, x, 13.0, title, size=9, weight="bold", ha="left")
         box(ax, x, 9.0, 21.0, 3.0, inputs + ("" if x > 1 else ""), fc=AR if x > 1 else FILE,
@@ -922,8 +924,8 @@ def active_set() -> Figure:
 # ------------------------------------------------------------------------------------------------
 
 def dream_shift() -> Figure:
-    fig, ax = canvas(44, 20, "Dream reads its logits shifted by one: row i - 1 proposes the token at "
-                     "position i", title_size=10.5)
+    fig, ax = canvas(44, 20, "Dream reads its logits shifted by one: row i - 1 proposes the token "
+                     "at position i", title_size=10.5)
     toks = ["capital", "of", "France?", "", "", "", ""]
     P, c, gap, x0 = 3, 4.0, 0.6, 8.0
     for name, y, shift, note in [
@@ -997,7 +999,8 @@ def eb_sampler_rule() -> Figure:
     x = np.arange(len(h))
     ax.bar(x, h, color=["#31a354" if j < admitted else "#bdbdbd" for j in x], width=0.6,
            label="entropy of the position (nats)")
-    ax.plot(x, spent, "o-", color="#e6550d", label="prefix's sum - its largest (what the rule spends)")
+    ax.plot(x, spent, "o-", color="#e6550d",
+            label="prefix's sum - its largest (what the rule spends)")
     ax.axhline(gamma, color="#e6550d", lw=1.0, ls="--")
     ax.text(1.01, gamma, f"γ = {gamma}", color="#e6550d", fontsize=8, va="center",
             transform=ax.get_yaxis_transform())
@@ -1020,7 +1023,8 @@ def eb_sampler_rule() -> Figure:
 # ------------------------------------------------------------------------------------------------
 
 def regime_break_even() -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6),
+                                      gridspec_kw={"width_ratios": [1.2, 1]})
     B, b = 64, 0.625
     roofline_axes(left, [("AR decode: 1 token per pass,\nAI = 2 / b", 2 / b, "#e6550d", (32, -95)),
                          (f"diffusion step: B = {B} tokens\nper pass, AI = 2 B / b", 2 * B / b,
@@ -1029,8 +1033,8 @@ def regime_break_even() -> Figure:
                    fontsize=9)
     t_dec, t_step = 10.0, 120.0                                   # illustrative, ms
     n = np.arange(1, 17)
-    right.plot(n, n * t_step, color="#08519c", label=f"diffusion: n steps x t_step")
-    right.axhline(B * t_dec, color="#e6550d", label=f"AR: B x t_dec")
+    right.plot(n, n * t_step, color="#08519c", label="diffusion: n steps x t_step")
+    right.axhline(B * t_dec, color="#e6550d", label="AR: B x t_dec")
     n_star = B * t_dec / t_step
     right.axvline(n_star, color=MUTED, ls=":", lw=0.9)
     right.annotate(f"break-even n* = B t_dec / t_step = {n_star:.1f} steps", (n_star, B * t_dec),
@@ -1046,8 +1050,8 @@ def regime_break_even() -> Figure:
     right.set_title(f"Who finishes B = {B} tokens first (illustrative times:\n"
                     f"t_dec = {t_dec:g} ms per token, t_step = {t_step:g} ms per step)", fontsize=9)
     right.legend(fontsize=8, loc="center right")
-    fig.suptitle("The regime inversion: AR decode waits for memory, a diffusion step for arithmetic",
-                 fontsize=10.5, weight="bold")
+    fig.suptitle("The regime inversion: AR decode waits for memory, "
+                 "a diffusion step for arithmetic", fontsize=10.5, weight="bold")
     fig.tight_layout()
     return fig
 

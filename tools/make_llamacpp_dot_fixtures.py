@@ -87,7 +87,8 @@ def main() -> int:
                           "vec_dot_type": vt, "activations_sha256": digests, "dot": outs})
             print(type_name(ggml_type), n_in, scale, "done", file=sys.stderr)
     OUT.write_text(json.dumps({"what": "llama.cpp's from_float (activations) and vec_dot (one "
-                                       "output) on seeded inputs (tools/make_llamacpp_dot_fixtures.py)",
+                                       "output) on seeded inputs "
+                                       "(tools/make_llamacpp_dot_fixtures.py)",
                                "n_out": N_OUT, "cases": cases}, indent=1) + "\n")
     return 0
 

@@ -181,7 +181,8 @@ def load_library(path: str) -> C.CDLL:
 
 # llama.cpp's log, kept rather than printed, so a run can read its own model-load report.
 LOG: list[str] = []
-_log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))   # kept alive: llama.cpp holds the pointer
+# kept alive: llama.cpp holds the pointer
+_log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))
 
 
 def tokenize(lib: C.CDLL, vocab: int, text: str, parse_special: bool) -> list[int]:
@@ -444,7 +445,8 @@ def compare_runs(ref: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     at every step where both runs had been fed the same tokens (both kept their logits)."""
     agree = prefix_agreement(ref["new_ids"], other["new_ids"])
     same_fed = min(agree + 1, len(ref["logits"]), len(other["logits"]))
-    diff = max(float(np.max(np.abs(ref["logits"][i] - other["logits"][i]))) for i in range(same_fed))
+    diff = max(float(np.max(np.abs(ref["logits"][i] - other["logits"][i])))
+               for i in range(same_fed))
     return {"new_ids": other["new_ids"], "same_ids": other["new_ids"] == ref["new_ids"],
             "agree_prefix": agree, "steps_compared": same_fed, "max_abs_logit_diff": diff}
 
@@ -495,8 +497,10 @@ def quantized_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, sy
             "new_text": run["new_text"],
             "agree_with_f32_prefix": prefix_agreement(run["new_ids"], f32_case["new_ids"]),
             "one_thread": one,
-            "default_context": {"new_ids": default["new_ids"], "stop_reason": default["stop_reason"],
-                                "agree_prefix": prefix_agreement(run["new_ids"], default["new_ids"])},
+            "default_context": {"new_ids": default["new_ids"],
+                                "stop_reason": default["stop_reason"],
+                                "agree_prefix": prefix_agreement(run["new_ids"],
+                                                                 default["new_ids"])},
         })
         m = min(run["top2_margin"])
         print(f"  {key} q {kind:<5} {len(ids):>3} prompt ids -> {len(run['new_ids'])} new "

@@ -144,7 +144,8 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     (resident if it fits). A model that does not fit is refused here.
     """
     if weights != "auto" and weights not in WEIGHTS:
-        raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)} or 'auto', got {weights!r}")
+        raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)} or 'auto', "
+                         f"got {weights!r}")
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
