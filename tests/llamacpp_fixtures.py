@@ -34,8 +34,9 @@ class RunComparison:
     new_ids: list[int]
     same_ids: bool
     agree_prefix: int
-    steps_compared: int
-    max_abs_logit_diff: float
+    steps_compared: int                         # steps both runs were fed the same tokens
+    max_abs_logit_diff: float                   # over the vocabulary and those steps
+    max_abs_logit_diff_per_step: list[float]    # (steps_compared,) rounded to 1e-4
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,17 @@ def _floats(obj: dict[str, Any], name: str, where: str) -> list[float]:
 def _comparison(obj: Any, where: str) -> RunComparison:
     if not isinstance(obj, dict):
         raise FixtureError(f"{where}: expected an object")
+    per_step = _floats(obj, "max_abs_logit_diff_per_step", where)
+    steps = _field(obj, "steps_compared", int, where)
+    if len(per_step) != steps:
+        raise FixtureError(f"{where}: field 'max_abs_logit_diff_per_step' has {len(per_step)} "
+                           f"entries, expected steps_compared = {steps}")
     return RunComparison(new_ids=_ints(obj, "new_ids", where),
                          same_ids=_field(obj, "same_ids", bool, where),
                          agree_prefix=_field(obj, "agree_prefix", int, where),
-                         steps_compared=_field(obj, "steps_compared", int, where),
-                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float), where)))
+                         steps_compared=steps,
+                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float), where)),
+                         max_abs_logit_diff_per_step=per_step)
 
 
 def _table(obj: dict[str, Any], name: str, steps: int, dtype: type, where: str) -> Any:
