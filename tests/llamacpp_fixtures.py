@@ -63,11 +63,11 @@ class QuantizedCase:
     @property
     def prompt_top_ids(self) -> npt.NDArray[np.int64]:
         """The 16 best ids at the prompt's last position."""
-        return self.top_ids[0]
+        return np.asarray(self.top_ids[0], dtype=np.int64)
 
     @property
     def prompt_top_logits(self) -> npt.NDArray[np.float64]:
-        return self.top_logits[0]
+        return np.asarray(self.top_logits[0], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def _ints(obj: dict[str, Any], name: str, where: str) -> list[int]:
     values = _field(obj, name, list, where)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise FixtureError(f"{where}: field {name!r} must be a list of integers")
-    return values
+    return [int(v) for v in values]
 
 
 def _floats(obj: dict[str, Any], name: str, where: str) -> list[float]:
@@ -130,7 +130,7 @@ def _comparison(obj: Any, where: str) -> RunComparison:
 def _table(obj: dict[str, Any], name: str, steps: int, dtype: type, where: str) -> Any:
     rows = _field(obj, name, list, where)
     try:
-        table = np.array(rows, dtype=dtype)
+        table: npt.NDArray[Any] = np.array(rows, dtype=dtype)
     except (TypeError, ValueError) as e:
         raise FixtureError(f"{where}: field {name!r} is not a table of numbers ({e})") from None
     if table.shape != (steps, TOP_K):
