@@ -15,7 +15,7 @@ MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test test-pure test-browser browser setup models vocab mypy pytest bench clean
+.PHONY: lab test test-pure test-browser browser setup models vocab lint mypy pytest bench notebooks clean
 
 # JupyterLab refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -23,7 +23,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup models
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
-test: setup models vocab mypy pytest test-browser
+test: setup models vocab lint mypy pytest test-browser
 
 setup: $(STAMP)
 
@@ -66,6 +66,10 @@ $(VOCAB_DIR)/.complete: $(VOCAB_REQS) | $(BIN)/python
 	rm -rf $(VOCAB_DIR) && mv $(VOCAB_DIR).tmp $(VOCAB_DIR)
 	@ls $(VOCAB_DIR)/*.inp | wc -l | xargs printf "%s llama.cpp vocabulary tests in $(VOCAB_DIR)\n"
 
+# ruff (pinned in constraints.txt; its rules in pyproject.toml) over llmnb, tests and tools.
+lint: $(STAMP)
+	$(BIN)/ruff check
+
 mypy: $(STAMP)
 	$(BIN)/mypy --strict llmnb
 
@@ -94,6 +98,12 @@ test-pure: $(BIN)/python
 
 bench: setup models
 	$(BIN)/llmnb bench all
+
+# Every notebook, each followed by its solutions, executed in place in the compiled build, so
+# that the saved outputs all come from one run on one machine. It refuses to start while
+# `llmnb bench` or another such run holds the machine (llmnb/perf/lock.py).
+notebooks: setup models
+	$(BIN)/python tools/run_notebooks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

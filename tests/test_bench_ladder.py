@@ -71,7 +71,7 @@ def test_cache_table_compares_each_setting_with_its_uncached_run(tmp_path: Path)
             # 1.0 on these prompts (95.9-99.9% on the whole held-out set, data/models/README.md)
             assert 0.95 <= r["fidelity"] <= 1.0 and r["seconds"] > 0 and r["tok_s"] > 0
             assert r["useful_tok_s"] <= r["tok_s"]
-    for (kind, name), r in by.items():                  # only where the cache could act
+    for (_, name), r in by.items():                     # only where the cache could act
         if name.startswith("entropy_exit + cache"):
             assert r["nfe"] >= 2
 

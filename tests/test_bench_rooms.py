@@ -57,7 +57,8 @@ def test_no_perf_or_gguf_module_imports_itself_through_others() -> None:
     cycles = {m: c for m in ours if (c := cycle_through(graph, m)) is not None}
     assert not cycles, f"import cycles: {cycles}"
     # the registry reaches its benches only when one runs; no bench imports the registry
-    assert not [m for m in ours if m.startswith("llmnb.perf.bench_") and "llmnb.perf.bench" in graph[m]]
+    assert not [m for m in ours
+                if m.startswith("llmnb.perf.bench_") and "llmnb.perf.bench" in graph[m]]
     assert "llmnb.gguf.reader" not in graph["llmnb.gguf.summary"]
 
 
@@ -70,7 +71,8 @@ def test_every_registered_bench_is_a_module_with_a_run_function() -> None:
 
 
 def test_a_skipped_bench_returns_no_rows_and_says_why(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     from llmnb.perf.bench import BENCHES
 
     monkeypatch.setenv("LLMNB_HOME", str(tmp_path))             # an empty cache: nothing pulled

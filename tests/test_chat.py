@@ -96,7 +96,8 @@ def test_builtin_names_and_unknown_name() -> None:
 
 
 def test_trim_and_lstrip_blocks_are_on_as_in_transformers() -> None:
-    template = "{% for m in messages %}\n    {% if true %}\n[{{ m['content'] }}]\n{% endif %}\n{% endfor %}"
+    template = ("{% for m in messages %}\n    {% if true %}\n[{{ m['content'] }}]\n{% endif %}\n"
+                "{% endfor %}")
     assert render_chat(template, USER) == "[What is 2+2?]\n"
 
 
@@ -124,7 +125,8 @@ def test_sandbox_blocks_mutating_the_messages() -> None:
 
 
 def test_raise_exception_becomes_tokenizer_error() -> None:
-    template = "{% if messages[0]['role'] != 'system' %}{{ raise_exception('need a system turn') }}{% endif %}"
+    template = ("{% if messages[0]['role'] != 'system' %}"
+                "{{ raise_exception('need a system turn') }}{% endif %}")
     with pytest.raises(TokenizerError, match="need a system turn"):
         render_chat(template, USER)
 

@@ -91,12 +91,12 @@ def test_deep_recursion_is_refused() -> None:
     ("{{ 10**10 * 'x' }}", "repetition with \\*"),
     ("{{ ([1] * 10**9) | length }}", "repetition with \\*"),
     ("{{ 2 ** 100000 }}", "integer power"),
-    ("{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
-     "an integer of about"),
-    ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
-     "a value of 33,554,432 items"),
-    ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
-     "concatenation with \\+"),
+    ("{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}"
+     "{% endfor %}", "an integer of about"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+     "{% endfor %}", "a value of 33,554,432 items"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
+     "{% endfor %}", "concatenation with \\+"),
     ("{{ '{:>999999999}'.format('a') }}", "format width of 999999999"),
     ("{{ '{0:>{1}}'.format('a', 999999999) }}", "format width of 999,999,999"),
     ("{{ '{x:>{w}}'.format(x='a', w=999999999) }}", "format width of 999,999,999"),

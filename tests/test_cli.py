@@ -1,4 +1,5 @@
-"""The `llmnb` command: data on stdout, one line on stderr and the documented exit code on errors."""
+"""The `llmnb` command: data on stdout, one line on stderr and the documented exit code on
+errors."""
 from __future__ import annotations
 
 import json
@@ -37,7 +38,8 @@ def test_inspect_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "architecture  qwen2" in out and "F32" in out
     code, out, _ = run(capsys, "inspect", str(ORACLE / "llada_f32.gguf"), "--json")
     d = json.loads(out)
-    assert code == 0 and d["architecture"] == "llada" and d["hyperparameters"]["attention.causal"] is False
+    assert code == 0 and d["architecture"] == "llada"
+    assert d["hyperparameters"]["attention.causal"] is False
     assert sum(r["n_tensors"] for r in d["tensors_by_type"]) == d["n_tensors"]
 
 
@@ -63,13 +65,15 @@ def test_tokenize_prints_ids(capsys: pytest.CaptureFixture[str]) -> None:
     (["quantize", "a.gguf"], 2, "required"),
     (["frobnicate"], 2, "invalid choice"),
 ])
-def test_bad_input_gets_one_line_and_an_exit_code(capsys: pytest.CaptureFixture[str], argv: list[str],
+def test_bad_input_gets_one_line_and_an_exit_code(
+        capsys: pytest.CaptureFixture[str], argv: list[str],
                                                    code: int, needle: str) -> None:
     got, out, err = run(capsys, *argv)
     assert got == code and needle in err and "Traceback" not in err and out == ""
 
 
-def test_truncated_file_is_an_input_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_truncated_file_is_an_input_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     p = tmp_path / "cut.gguf"
     p.write_bytes((ORACLE / "llama_f32.gguf").read_bytes()[:5000])
     code, _, err = run(capsys, "inspect", str(p))
@@ -84,8 +88,10 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
     exe = shutil.which("llmnb", path=os.path.dirname(sys.executable))
     if exe is None:
         pytest.skip("the llmnb console script is not installed in this environment")
-    r = subprocess.run([exe, "inspect", str(tmp_path / "missing.gguf")], capture_output=True, text=True)
-    assert r.returncode == 3 and r.stderr.startswith("llmnb: error:") and "Traceback" not in r.stderr
+    r = subprocess.run([exe, "inspect", str(tmp_path / "missing.gguf")], capture_output=True,
+                       text=True)
+    assert r.returncode == 3 and r.stderr.startswith("llmnb: error:")
+    assert "Traceback" not in r.stderr
 
 
 def test_generate_json_and_streaming(capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,7 +116,8 @@ def test_bad_generation_flags_are_usage_errors(capsys: pytest.CaptureFixture[str
     assert code == 2 and needle in err and out == ""
 
 
-def test_perplexity_on_a_missing_or_too_short_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_perplexity_on_a_missing_or_too_short_text(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     hub_model("smollm2-135m")
     code, _, err = run(capsys, "perplexity", "smollm2-135m", str(tmp_path / "none.txt"))
     assert code == 3 and "readable UTF-8 text" in err
@@ -126,7 +133,22 @@ def test_diffuse_json_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
                          "--scheduler", "entropy_exit", "--json")
     d = json.loads(out)
     assert code == 0 and len(d["ids"]) == 16 and d["steps_taken"] <= 4 and "tok/s" in err
-    code, _, err = run(capsys, "diffuse", str(ORACLE / "llama_f32.gguf"), "--tokens", "3", "-n", "8")
+    code, _, err = run(capsys, "diffuse", str(ORACLE / "llama_f32.gguf"), "--tokens", "3",
+                       "-n", "8")
     assert code == 4 and "cannot denoise" in err
     code, _, err = run(capsys, "diffuse", llada, "--tokens", "3", "-n", "10", "--block-length", "3")
     assert code == 2 and "block_length" in err
+
+
+def test_building_the_parser_imports_no_bench() -> None:
+    """`llmnb --help` (and every command's parsing) lists the benches without importing the
+    bench registry, the machine probe or any bench."""
+    code = ("import sys; from llmnb.cli import build_parser; build_parser().parse_args(['bench']); "
+            "print(' '.join(m for m in sys.modules if m.startswith('llmnb.perf')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    loaded = r.stdout.split()
+    assert "llmnb.perf.benches" in loaded                        # the names: it did look
+    assert not [m for m in loaded if m.startswith(("llmnb.perf.bench", "llmnb.perf.machine"))
+                and m != "llmnb.perf.benches"], loaded

@@ -68,8 +68,10 @@ def test_help_epilog_documents_every_exit_code(capsys: pytest.CaptureFixture[str
     starts = [line.split(None, 1) for line in out.splitlines() if line[:3].strip().isdigit()]
     table = {int(n): text for n, text in starts}
     assert table[EXIT_USAGE].startswith("usage") and table[EXIT_INPUT].startswith("input file")
-    assert table[EXIT_MODEL].startswith("model/format") and table[EXIT_RESOURCES].startswith("resources")
-    assert table[EXIT_INTERRUPTED].startswith("interrupted") and table[EXIT_ERROR].startswith("internal")
+    assert table[EXIT_MODEL].startswith("model/format")
+    assert table[EXIT_RESOURCES].startswith("resources")
+    assert table[EXIT_INTERRUPTED].startswith("interrupted")
+    assert table[EXIT_ERROR].startswith("internal")
 
 
 def test_readme_has_the_same_exit_codes() -> None:
@@ -107,10 +109,12 @@ def test_bad_model_files_are_input_errors(capsys: pytest.CaptureFixture[str], tm
     assert not (tmp_path / "o.gguf").exists()
 
 
-def test_unreadable_text_and_tokenizer_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_unreadable_text_and_tokenizer_files(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     binary = tmp_path / "bin.txt"
     binary.write_bytes(b"\xa4\xff\x00" * 100)
-    one_error_line(*run(capsys, "perplexity", str(TINY), str(binary)), EXIT_INPUT, "UTF-8 text file")
+    one_error_line(*run(capsys, "perplexity", str(TINY), str(binary)), EXIT_INPUT,
+                   "UTF-8 text file")
     bad = tmp_path / "tokenizer.json"
     bad.write_text("{not json")
     one_error_line(*run(capsys, "generate", str(TINY), "-p", "x", "--tokenizer", str(bad)),
@@ -134,7 +138,8 @@ def test_unsupported_tensor_type(capsys: pytest.CaptureFixture[str], tmp_path: P
     one_error_line(*run(capsys, "generate", str(p), "-p", "x", "-n", "1"), EXIT_MODEL, "Q8_1")
 
 
-def test_hostile_chat_template_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_hostile_chat_template_in_the_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     hostile = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
     p = tiny_copy(tmp_path, fields=[MetadataField("tokenizer.chat_template", STRING, hostile)])
     one_error_line(*run(capsys, "generate", str(p), "-p", "x", "--chat"), EXIT_MODEL,
@@ -203,6 +208,18 @@ def test_model_not_pulled(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
     for argv in (["generate", "smollm2-135m", "-p", "x"], ["inspect", "qwen2.5-coder-0.5b"]):
         one_error_line(*run(capsys, *argv), EXIT_RESOURCES, "is not pulled: run `llmnb pull")
+
+
+def test_a_model_cut_short_in_the_cache_says_incomplete_and_how_to_fetch_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
+    cached = tmp_path / "models" / llmnb.hub.MODELS["smollm2-135m"].filename
+    cached.parent.mkdir()
+    cached.write_bytes(b"GGUF" + bytes(996))
+    one_error_line(*run(capsys, "generate", "smollm2-135m", "-p", "x"), EXIT_RESOURCES,
+                   f"the cached file {cached} is incomplete (1,000 bytes, expected 98,362,432): "
+                   "`llmnb pull smollm2-135m` fetches it again")
 
 
 def test_model_that_does_not_fit_is_refused_naming_needed_and_available(

@@ -77,9 +77,12 @@ def random_checkpoint(arch: str, seed: int) -> dict[str, F32]:
         for i in range(LAYERS):
             p = f"model.layers.{i}."
             t |= {p + "input_layernorm.weight": w(D),
-                  p + "self_attn.q_proj.weight": w(HEADS * hd, D), p + "self_attn.q_proj.bias": w(HEADS * hd),
-                  p + "self_attn.k_proj.weight": w(kv * hd, D), p + "self_attn.k_proj.bias": w(kv * hd),
-                  p + "self_attn.v_proj.weight": w(kv * hd, D), p + "self_attn.v_proj.bias": w(kv * hd),
+                  p + "self_attn.q_proj.weight": w(HEADS * hd, D),
+                  p + "self_attn.q_proj.bias": w(HEADS * hd),
+                  p + "self_attn.k_proj.weight": w(kv * hd, D),
+                  p + "self_attn.k_proj.bias": w(kv * hd),
+                  p + "self_attn.v_proj.weight": w(kv * hd, D),
+                  p + "self_attn.v_proj.bias": w(kv * hd),
                   p + "self_attn.o_proj.weight": w(D, HEADS * hd),
                   p + "post_attention_layernorm.weight": w(D), p + "mlp.gate_proj.weight": w(FF, D),
                   p + "mlp.up_proj.weight": w(FF, D), p + "mlp.down_proj.weight": w(D, FF)}
@@ -217,19 +220,22 @@ def test_safetensors_reader_reads_each_dtype_exactly(tmp_path: Path) -> None:
     for dtype, want in (("F32", a), ("F16", a.astype(np.float16).astype(np.float32)),
                         ("BF16", bf16_round(a))):
         write_safetensors(tmp_path / f"{dtype}.safetensors", {"x": a}, dtype)
-        (tmp_path / "model.safetensors").write_bytes((tmp_path / f"{dtype}.safetensors").read_bytes())
+        single = tmp_path / "model.safetensors"
+        single.write_bytes((tmp_path / f"{dtype}.safetensors").read_bytes())
         entry = read_checkpoint_index(tmp_path)["x"]
         assert entry.shape == (5, 7)
         np.testing.assert_array_equal(read_tensor(entry), want)
         np.testing.assert_array_equal(read_tensor(entry, np.float16), want.astype(np.float16))
 
 
-def test_conversion_reads_one_tensor_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_conversion_reads_one_tensor_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # streaming: every tensor is written before the next is read (nothing else is kept alive)
     src = write_checkpoint(tmp_path / "hf", "dream")
     events: list[str] = []
     real_read = convert_module.read_tensor
-    monkeypatch.setattr(convert_module, "read_tensor", lambda e, *a: (events.append("read"), real_read(e, *a))[1])
+    monkeypatch.setattr(convert_module, "read_tensor",
+                        lambda e, *a: (events.append("read"), real_read(e, *a))[1])
     import gguf
     real_write = gguf.GGUFWriter.write_tensor_data
     monkeypatch.setattr(gguf.GGUFWriter, "write_tensor_data",
@@ -274,7 +280,8 @@ def test_tokenizer_json_is_embedded_and_encodes_like_tokenizers(tmp_path: Path) 
     ref = train_qwen2_style_tokenizer(hf / "tokenizer.json")
     (hf / "tokenizer_config.json").write_text(json.dumps({
         "eos_token": "<|endoftext|>", "pad_token": {"content": "<|endoftext|>"},
-        "add_bos_token": False, "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}))
+        "add_bos_token": False,
+        "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}))
     out = tmp_path / "dream.gguf"
     r = convert_checkpoint(hf, out, "dream")
     assert r.tokenizer.startswith("embedded (gpt2 BPE, pre 'qwen2'")
@@ -324,7 +331,7 @@ def test_without_tokenizer_json_a_synthetic_vocabulary_is_written(tmp_path: Path
     assert md["tokenizer.ggml.tokens"][:2] == ["<tok0>", "<tok1>"]
 
 
-# --- errors ----------------------------------------------------------------------------------------
+# --- errors ---------------------------------------------------------------------------------
 
 def test_missing_config_json_is_an_input_error(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "hf", "llada")
@@ -337,8 +344,10 @@ def test_missing_config_json_is_an_input_error(tmp_path: Path) -> None:
 def test_unknown_architecture_is_refused(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "hf", "llada")
     (tmp_path / "hf" / "config.json").write_text(json.dumps(
-        checkpoint_config("llada") | {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
-    with pytest.raises(ConvertError, match=r"expected a Llama, Qwen2, LLaDA, Dream or Gemma 3 checkpoint"):
+        checkpoint_config("llada")
+        | {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
+    with pytest.raises(ConvertError,
+                       match=r"expected a Llama, Qwen2, LLaDA, Dream or Gemma 3 checkpoint"):
         convert_checkpoint(tmp_path / "hf", tmp_path / "o.gguf")
     with pytest.raises(ConvertError, match=r"arch: expected one of llama, qwen2, llada, dream"):
         convert_checkpoint(tmp_path / "hf", tmp_path / "o.gguf", arch="gpt2")
@@ -363,7 +372,8 @@ def test_unsupported_dtype_is_a_model_error(tmp_path: Path) -> None:
     header["model.transformer.ln_f.weight"]["dtype"] = "I16"          # same byte count as BF16
     text = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(text)) + text + blob[8 + n:])
-    with pytest.raises(ModelError, match=r"'model.transformer.ln_f.weight': expected dtype .*got I16"):
+    with pytest.raises(ModelError,
+                       match=r"'model.transformer.ln_f.weight': expected dtype .*got I16"):
         convert_checkpoint(tmp_path, tmp_path / "o.gguf")
 
 

@@ -67,9 +67,10 @@ import llmnb, llmnb.gguf.reader
 from make_determinism_fixture import run_case
 cases = json.loads(open(sys.argv[2]).read())["cases"]
 models = {}
+def model(name):
+    return models.setdefault(name, llmnb.load(sys.argv[3] + "/" + name + ".gguf"))
 with llmnb.threads(2):
-    ids = [run_case(models.setdefault(c["model"], llmnb.load(sys.argv[3] + "/" + c["model"] + ".gguf")),
-                    c["kind"], c["prompt"], c["args"]) for c in cases]
+    ids = [run_case(model(c["model"]), c["kind"], c["prompt"], c["args"]) for c in cases]
 print(json.dumps({"reader": llmnb.gguf.reader.__file__, "ids": ids}))
 """
 

@@ -6,7 +6,7 @@ import pytest
 
 import llmnb
 from llmnb.diffusion import DiffusionError, diffuse, transfer_counts
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.errors import UsageError
 from llmnb.model import Model, ModelError
 from oracle import ORACLE
@@ -91,7 +91,8 @@ def reference_loop(m: Model, steps: int, n: int, rule: str, tau: float = 1.5) ->
 
 @pytest.mark.parametrize("rule", ["low_confidence", "topk_margin", "entropy_exit"])
 @pytest.mark.parametrize("model", ["llada", "dream"])
-def test_denoising_matches_the_reference_rules(rule: str, model: str, request: pytest.FixtureRequest) -> None:
+def test_denoising_matches_the_reference_rules(
+        rule: str, model: str, request: pytest.FixtureRequest) -> None:
     m = request.getfixturevalue(model)
     # tau = 3.85 nats: about half of these random-weight rows count as easy at step 0
     scheduler = "entropy_exit" if rule == "entropy_exit" else "low_confidence"

@@ -36,8 +36,10 @@ def test_diffuse_config_reads_model_type_mask_and_layout(name: str) -> None:
     assert (c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.vocab_size) == (
         want["layers"], want["hidden"], want["heads"], want["kv_heads"], want["head_dim"],
         want["ffn"], want["vocab"])
-    assert c.rope_base == want["rope_theta"] and c.rms_eps == pytest.approx(want["rms_eps"], rel=1e-6)
-    assert (c.causal, c.shift_logits, c.mask_token_id) == (False, fx["shift_logits"], fx["mask_token_id"])
+    assert c.rope_base == want["rope_theta"]
+    assert c.rms_eps == pytest.approx(want["rms_eps"], rel=1e-6)
+    assert (c.causal, c.shift_logits, c.mask_token_id) == (False, fx["shift_logits"],
+                                                           fx["mask_token_id"])
     assert c.qkv_bias == (fx["model_type"] == "dream") and not c.tied_output
 
 
@@ -48,8 +50,8 @@ def rewrite(src: Path, dst: Path, drop: tuple[str, ...] = (), rename: dict[str, 
     with llmnb.gguf.open(src) as f:
         fields = [MetadataField(rename.get(k, k), v.value_type, v.value, v.item_type)
                   for k, v in f.fields.items() if k not in drop and k != "general.architecture"]
-        tensors = [TensorToWrite(n, f.raw(n).view(np.float32).reshape(t.shape).copy(), t.ggml_type, t.shape)
-                   for n, t in f.tensors.items()]
+        tensors = [TensorToWrite(n, f.raw(n).view(np.float32).reshape(t.shape).copy(),
+                                 t.ggml_type, t.shape) for n, t in f.tensors.items()]
         write_gguf(dst, f.architecture, fields + (extra or []), tensors)
     return dst
 
@@ -66,7 +68,8 @@ def test_diffuse_loader_falls_back_like_diffuse_cpp(tmp_path: Path) -> None:
     c = config_from_gguf(llmnb.gguf.open(out))
     assert (c.arch, c.n_layer, c.n_head, c.n_ctx, c.vocab_size, c.mask_token_id) == (
         "llada", 2, 4, 4096, 128, 0)
-    assert (c.rope_base, c.rms_eps, c.shift_logits, c.causal) == (1e6, pytest.approx(1e-6), False, False)
+    assert (c.rope_base, c.rms_eps, c.shift_logits, c.causal) == (1e6, pytest.approx(1e-6),
+                                                                  False, False)
 
 
 def test_diffuse_prefix_wins_over_the_fallback_prefixes(tmp_path: Path) -> None:
@@ -82,7 +85,8 @@ def test_diffuse_file_errors_name_the_key(tmp_path: Path) -> None:
     src = ORACLE / MANIFEST["fixtures"]["llada_diffuse_f32"]["gguf"]
     out = rewrite(src, tmp_path / "gpt.gguf", drop=("diffuse.model_type",),
                   extra=[MetadataField("diffuse.model_type", STRING, "gpt2")])
-    with pytest.raises(ModelError, match=r"diffuse.model_type: expected one of llada, dream, got 'gpt2'"):
+    with pytest.raises(ModelError,
+                       match=r"diffuse.model_type: expected one of llada, dream, got 'gpt2'"):
         config_from_gguf(llmnb.gguf.open(out))
     out = rewrite(src, tmp_path / "nolayers.gguf", drop=("diffuse.block_count",))
     with pytest.raises(ModelError, match=r"'diffuse.block_count' is missing"):
@@ -93,7 +97,8 @@ def test_diffuse_file_errors_name_the_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name,case", CASES)
 def test_diffuse_forward_matches_reference_logits(name: str, case: str) -> None:
-    np.testing.assert_allclose(forward_case(transformer(name), name, case), reference(name)[case], **TOL)
+    np.testing.assert_allclose(forward_case(transformer(name), name, case),
+                               reference(name)[case], **TOL)
 
 
 @pytest.mark.parametrize("name", DIFFUSE)
@@ -142,7 +147,8 @@ def diffuse_256(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for n, shape in (("attn_q.weight", (D, D)), ("attn_k.weight", (D_KV, D)),
                          ("attn_v.weight", (D_KV, D)), ("attn_output.weight", (D, D)),
                          ("ffn_gate.weight", (D, D)), ("ffn_up.weight", (D, D)),
-                         ("ffn_down.weight", (D, D)), ("attn_q.bias", (D,)), ("ffn_norm.weight", (D,))):
+                         ("ffn_down.weight", (D, D)), ("attn_q.bias", (D,)),
+                         ("ffn_norm.weight", (D,))):
             ts.append(TensorToWrite(p + n, w(*shape), T.F32, shape))
         norm = 1 + w(D)
         ts.append(TensorToWrite(p + "attn_norm.weight", norm.astype(np.float16) if i == 0 else norm,
@@ -155,7 +161,8 @@ def diffuse_256(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_q4_k_m_on_a_diffuse_file_uses_diffuse_cpps_mixture(diffuse_256: Path, tmp_path: Path) -> None:
+def test_q4_k_m_on_a_diffuse_file_uses_diffuse_cpps_mixture(
+        diffuse_256: Path, tmp_path: Path) -> None:
     out = tmp_path / "q4km.gguf"
     plan = quantize_file(diffuse_256, out, "Q4_K_M")          # the rule for arch diffuse
     with llmnb.gguf.open(out) as f:
@@ -167,16 +174,18 @@ def test_q4_k_m_on_a_diffuse_file_uses_diffuse_cpps_mixture(diffuse_256: Path, t
     for i in range(N_LAYERS):
         p = f"blk.{i}."
         ffn = "Q6_K" if i in (0, N_LAYERS - 1) else "Q4_K"   # first and last layer's FFN
-        assert [got[p + n] for n in ("ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")] == [ffn] * 3
+        ffn_names = ("ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
+        assert [got[p + n] for n in ffn_names] == [ffn] * 3
         assert [got[p + n] for n in ("attn_q.weight", "attn_k.weight", "attn_v.weight",
                                      "attn_output.weight")] == ["Q4_K"] * 4
-        assert (got[p + "attn_norm.weight"], got[p + "ffn_norm.weight"], got[p + "attn_q.bias"]) == (
-            "F32", "F32", "F32")                               # the F16 norm is widened
+        assert (got[p + "attn_norm.weight"], got[p + "ffn_norm.weight"],
+                got[p + "attn_q.bias"]) == ("F32", "F32", "F32")   # the F16 norm is widened
 
 
 def test_q8_0_diffuse_mixture_and_the_llama_cpp_rule_as_an_option(diffuse_256: Path,
                                                                   tmp_path: Path) -> None:
-    plan = {n: type_name(t) for n, t in quantize_file(diffuse_256, tmp_path / "q8.gguf", "Q8_0").items()}
+    chosen = quantize_file(diffuse_256, tmp_path / "q8.gguf", "Q8_0")
+    plan = {n: type_name(t) for n, t in chosen.items()}
     assert (plan["token_embd.weight"], plan["output.weight"], plan["blk.0.ffn_up.weight"],
             plan["blk.0.attn_norm.weight"]) == ("F16", "Q8_0", "Q8_0", "F32")
     plan = {n: type_name(t) for n, t in quantize_file(diffuse_256, tmp_path / "l.gguf", "Q4_K_M",

@@ -14,7 +14,7 @@ from llmnb.diffusion.remasking import propose
 from llmnb.diffusion.schedulers import (
     EntropyBound, Klass, Wino, entropy_bound_pick, kl_divergence, make_scheduler,
 )
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.diffusion.wino import verification_rows, verify_key_mask
 from llmnb.errors import UsageError
 from llmnb.model import Model
@@ -256,7 +256,6 @@ def test_elastic_drift_at_a_layer_refreshes_the_layers_above_it(llada: Model) ->
     tokens[2], masked[2] = 9, False
     act = cache.choose_active(1, tokens, masked, (2, 4), 1, todo[1:], todo[1:])
     assert act.tolist() == [1, 2, 3]
-    same = [[0, 1, 0, 0], [0.1, 0.2, 0.7, 0], [0.3, 0.6, 0, 0.1]]     # key 1's row: as before
     moved = [[0.5, 0.5, 0, 0], [0.1, 0.2, 0.7, 0], [0.3, 0.6, 0, 0.1]]  # cos 0.71 < 0.9
     cache.observe_attention(0, weights(moved))
     cache.observe_attention(1, weights(moved))
@@ -339,7 +338,8 @@ def test_suffix_window_with_a_cache_refreshed_every_step_equals_no_cache(
 
 def test_bad_method_parameters_are_refused(llada: Model) -> None:
     for kw, field in (({"suffix_window": -1}, "suffix_window"), ({"eb_gamma": -1.0}, "eb_gamma"),
-                      ({"wino_draft": 1.5}, "wino_draft"), ({"elastic_window": 0}, "elastic_window"),
+                      ({"wino_draft": 1.5}, "wino_draft"),
+                      ({"elastic_window": 0}, "elastic_window"),
                       ({"cache_policy": "lru"}, "cache policy")):
         with pytest.raises(UsageError, match=field):
             diffuse(llada, PROMPT, gen_length=8, steps=2, scheduler="entropy_bound"

@@ -31,7 +31,8 @@ def test_every_image_a_notebook_shows_is_a_committed_figure() -> None:
     assert images, "no notebook shows a drawn figure"
     for nb, src in images:
         target = (nb.parent / src).resolve()
-        assert target.parent == NOTEBOOKS / "figures", f"{nb.name}: {src} is not in notebooks/figures"
+        assert target.parent == NOTEBOOKS / "figures", (f"{nb.name}: {src} is not in "
+                                                        "notebooks/figures")
         assert target.is_file(), f"{nb.name}: {src} does not exist (run tools/make_figures.py)"
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from llmnb.kernels import f32_tiles
 from llmnb.model.blocks import (
-    COL_BLOCK, FEW_ROWS, TILED_MAX, WIDE_ROWS, apply_rope, attention, linear, rms_norm, rope_inv_freq, rope_tables,
+    COL_BLOCK, FEW_ROWS, TILED_MAX, WIDE_ROWS, apply_rope, attention, linear, rms_norm,
+    rope_inv_freq, rope_tables,
 )
 from llmnb.model.scratch import Scratch
 from llmnb.model.weights import permute_qk, unpermute_qk
@@ -49,10 +50,11 @@ def test_linear_is_x_times_w_transposed_on_every_path(rows: int, wide: str) -> N
     copy = {"": None, "out-in": w, "tiles": f32_tiles(w_t)}[wide]
     got = linear(x, w_t, copy)
     assert got.shape == (rows, n_out) and got.dtype == np.float32
-    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4,
+                               atol=1e-4)
     one = linear(x[-1:], np.ascontiguousarray(w.T))[0]     # the same row alone: a decode step
     np.testing.assert_allclose(got[-1], one, rtol=1e-5, atol=1e-5)
-    if wide == "tiles" and rows >= TILED_MAX:     # a prefill's many rows: sgemm on the loaded layout
+    if wide == "tiles" and rows >= TILED_MAX:     # a prefill's many rows: sgemm, loaded layout
         np.testing.assert_array_equal(got, linear(x, w_t))
     buffer = np.full((rows, n_out), np.nan, dtype=np.float32)     # the forward's scratch buffer
     into = linear(x, w_t, copy, out=buffer)

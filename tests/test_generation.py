@@ -14,7 +14,7 @@ from real_models import hub_model
 @pytest.fixture(scope="module")
 def smol() -> Model:
     m = llmnb.load(hub_model("smollm2-135m"))
-    m.transformer  # dequantize once for the module
+    _ = m.transformer  # dequantize once for the module
     return m
 
 

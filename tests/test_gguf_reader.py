@@ -42,7 +42,8 @@ def assert_same_as_gguf_py(path: Path) -> None:
     for t in ref.tensors:
         info = ours.tensors[t.name]
         assert info.shape == tuple(int(x) for x in reversed(t.shape))
-        assert (info.ggml_type, info.offset, info.nbytes) == (int(t.tensor_type), t.data_offset, t.n_bytes)
+        assert (info.ggml_type, info.offset, info.nbytes) == (int(t.tensor_type), t.data_offset,
+                                                              t.n_bytes)
         np.testing.assert_array_equal(ours.raw(t.name), t.data.reshape(-1).view(np.uint8))
 
 
@@ -61,10 +62,14 @@ def test_every_value_type_matches_gguf_py(tmp_path: Path) -> None:
     p = tmp_path / "all.gguf"
     w = gguf_py.GGUFWriter(p, "llama")
     w.add_custom_alignment(64)
-    w.add_uint8("t.u8", 200); w.add_int8("t.i8", -100); w.add_uint16("t.u16", 60000)
-    w.add_int16("t.i16", -30000); w.add_uint32("t.u32", 4_000_000_000); w.add_int32("t.i32", -2_000_000_000)
-    w.add_float32("t.f32", 0.1); w.add_bool("t.bool", True); w.add_string("t.str", "héllo ✓")
-    w.add_uint64("t.u64", 2**63 + 5); w.add_int64("t.i64", -(2**62)); w.add_float64("t.f64", 1e-300)
+    for add, key, value in ((w.add_uint8, "t.u8", 200), (w.add_int8, "t.i8", -100),
+                            (w.add_uint16, "t.u16", 60000), (w.add_int16, "t.i16", -30000),
+                            (w.add_uint32, "t.u32", 4_000_000_000),
+                            (w.add_int32, "t.i32", -2_000_000_000), (w.add_float32, "t.f32", 0.1),
+                            (w.add_bool, "t.bool", True), (w.add_string, "t.str", "héllo ✓"),
+                            (w.add_uint64, "t.u64", 2**63 + 5), (w.add_int64, "t.i64", -(2**62)),
+                            (w.add_float64, "t.f64", 1e-300)):
+        add(key, value)
     w.add_array("t.strs", ["a", "", "ß", "日本"])
     w.add_array("t.ints", [1, 2, 3])
     w.add_array("t.floats", [0.5, -2.0])
@@ -72,12 +77,16 @@ def test_every_value_type_matches_gguf_py(tmp_path: Path) -> None:
     w.add_array("t.nested", [[1, 2], [3]])
     w.add_tensor("x", np.arange(96, dtype=np.float32).reshape(3, 32))
     w.add_tensor("y", np.arange(32, dtype=np.float16))
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
     f = llmnb.gguf.open(p)
     assert f.version == 3 and f.alignment == 64
     m = f.metadata
-    assert m["t.u64"] == 2**63 + 5 and m["t.str"] == "héllo ✓" and m["t.strs"] == ["a", "", "ß", "日本"]
+    assert m["t.u64"] == 2**63 + 5 and m["t.str"] == "héllo ✓"
+    assert m["t.strs"] == ["a", "", "ß", "日本"]
     assert m["t.bool"] is True and list(m["t.bools"]) == [True, False, True]  # type: ignore[call-overload]
     assert [list(x) for x in m["t.nested"]] == [[1, 2], [3]]  # type: ignore[attr-defined]
     assert f.tensors["x"].shape == (3, 32) and f.tensors["x"].offset % 64 == 0
@@ -148,7 +157,8 @@ def test_bad_magic_and_versions(tmp_path: Path) -> None:
 def test_counts_larger_than_the_file_are_refused(tmp_path: Path) -> None:
     expect_error(tmp_path, gguf([], [], n_kv=2**40), "n_kv")
     expect_error(tmp_path, gguf([], [], n_tensors=2**63), "n_tensors")
-    huge_str = s("k")[:0] + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 8) + struct.pack("<Q", 2**62)
+    huge_str = (s("k")[:0] + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 8)
+                + struct.pack("<Q", 2**62))
     expect_error(tmp_path, gguf([huge_str], []), "k")
     huge_arr = s("arr") + struct.pack("<IIQ", 9, 8, 2**60)
     expect_error(tmp_path, gguf([huge_arr], []), "arr (array length)")
@@ -160,14 +170,17 @@ def test_bad_value_types(tmp_path: Path) -> None:
     expect_error(tmp_path, gguf([s("k") + struct.pack("<I", 13)], []), "k")
     expect_error(tmp_path, gguf([s("k") + struct.pack("<IIQ", 9, 99, 1)], []), "k")
     expect_error(tmp_path, gguf([kv_u32("k", 1), kv_u32("k", 2)], []), "'k'")
-    expect_error(tmp_path, gguf([s(b"\xff\xfe") + struct.pack("<I", 4) + b"\0" * 4], []), "metadata key 0")
+    expect_error(tmp_path, gguf([s(b"\xff\xfe") + struct.pack("<I", 4) + b"\0" * 4], []),
+                 "metadata key 0")
     expect_error(tmp_path, gguf([s("") + struct.pack("<I", 4) + b"\0" * 4], []), "metadata key 0")
 
 
 def test_arrays_nested_too_deep_are_refused(tmp_path: Path) -> None:
-    deep = s("deep") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 9 + struct.pack("<IQ", 4, 0)
+    deep = (s("deep") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 9
+            + struct.pack("<IQ", 4, 0))
     expect_error(tmp_path, gguf([deep], []), "deep")
-    ok = s("ok") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 3 + struct.pack("<IQI", 4, 1, 7)
+    ok = (s("ok") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 3
+          + struct.pack("<IQI", 4, 1, 7))
     f = llmnb.gguf.open(write(tmp_path, gguf([ok], []), "ok.gguf"))
     assert [[[list(f.metadata["ok"][0][0][0])]]] == [[[[7]]]]  # type: ignore[index]
 
@@ -187,7 +200,8 @@ def test_alignment_must_be_uint32(tmp_path: Path) -> None:
     ([33], 8, "ne[0]"),          # Q8_0 rows come in blocks of 32
     ([32], 99, "type"), ([32], 4, "type"),
 ])
-def test_bad_tensor_shapes_and_types(tmp_path: Path, ne: list[int], ggml_type: int, field: str) -> None:
+def test_bad_tensor_shapes_and_types(
+        tmp_path: Path, ne: list[int], ggml_type: int, field: str) -> None:
     expect_error(tmp_path, gguf([], [tensor_info("t", ne, ggml_type, 0)], b"\0" * 4096), field)
 
 

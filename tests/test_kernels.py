@@ -130,7 +130,8 @@ def test_real_tensors_match_dequantize_then_multiply(model: str) -> None:
         assert rel_error(p.matmul(x[:1]), w, x[:1]) < REL_BOUND[info.ggml_type], name
         assert rel_error(p.matmul(x), w, x) < REL_BOUND[info.ggml_type], name
         seen.add(info.type_name)
-    assert seen == ({"Q4_1", "Q8_0"} if model == "smollm2-135m" else {"Q5_0", "Q8_0", "Q6_K", "Q4_K"})
+    assert seen == ({"Q4_1", "Q8_0"} if model == "smollm2-135m"
+                    else {"Q5_0", "Q8_0", "Q6_K", "Q4_K"})
 
 
 # --- the quantized residency against the f32 path, on the oracle fixtures --------------------
@@ -152,12 +153,15 @@ def retyped_fixture(tmp_path: Path, name: str, t: int) -> Path:
 
 
 def both_ways(path: Path) -> tuple[llmnb.Model, llmnb.Model]:
-    return llmnb.load(path, weights="quantized"), llmnb.load(path, weights="f32")
+    """The float-activation kernels on the file's blocks, and its float32 copy."""
+    return llmnb.load(path, weights="quantized-float"), llmnb.load(path, weights="f32")
 
 
 @pytest.mark.parametrize("name", ["llama_f32", "qwen2_tied_f32", "dream_f32"])
-@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.F16, T.BF16], ids=type_name)
-def test_quantized_forward_is_within_1e_4_of_the_f32_path(tmp_path: Path, name: str, t: int) -> None:
+@pytest.mark.parametrize("t", [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.F16, T.BF16],
+                         ids=type_name)
+def test_quantized_forward_is_within_1e_4_of_the_f32_path(
+        tmp_path: Path, name: str, t: int) -> None:
     q, f = both_ways(retyped_fixture(tmp_path, name, t))
     for ids in (PROMPT, PROMPT[:1]):
         np.testing.assert_allclose(q.forward(ids), f.forward(ids), atol=1e-4, rtol=1e-4)
@@ -166,16 +170,19 @@ def test_quantized_forward_is_within_1e_4_of_the_f32_path(tmp_path: Path, name: 
 
 @pytest.mark.parametrize("name", ["llama_f16", "dream_f16"])
 def test_f16_fixtures_through_the_f16_kernel_match_the_reference_logits(name: str) -> None:
-    m = llmnb.load(ORACLE / MANIFEST["fixtures"][name]["gguf"], weights="quantized")
+    m = llmnb.load(ORACLE / MANIFEST["fixtures"][name]["gguf"], weights="quantized-float")
     for case in MANIFEST["fixtures"][name]["cases"]:
-        np.testing.assert_allclose(forward_case(m.transformer, name, case), reference(name)[case], **TOL)
+        np.testing.assert_allclose(forward_case(m.transformer, name, case),
+                                   reference(name)[case], **TOL)
 
 
 def test_the_default_is_quantized_for_block_files_and_f32_for_float_files(tmp_path: Path) -> None:
     assert default_weights(llmnb.gguf.open(ORACLE / "llama_f16.gguf")) == "f32"
-    assert default_weights(llmnb.gguf.open(retyped_fixture(tmp_path, "llama_f32", T.Q4_0))) == "quantized"
+    q4_0 = retyped_fixture(tmp_path, "llama_f32", T.Q4_0)
+    assert default_weights(llmnb.gguf.open(q4_0)) == "quantized"
     assert llmnb.load(ORACLE / "llama_f32.gguf").plan.weights == "f32"
-    with pytest.raises(llmnb.LLMNBError, match="weights: expected 'quantized', 'f32' or 'auto'") as e:
+    with pytest.raises(llmnb.LLMNBError, match="weights: expected one of quantized, "
+                                               "quantized-float, f32 or 'auto'") as e:
         llmnb.load(ORACLE / "llama_f32.gguf", weights="q4")
     assert e.value.exit_code == 2
 
@@ -241,7 +248,8 @@ def test_a_tensor_type_without_a_kernel_is_named_once_on_stderr(tmp_path: Path) 
     assert len(lines) == 1 and "7 Q3_K tensor(s) (e.g. output.weight)" in lines[0], r.stderr
     q, f = both_ways(mixed)
     want = f.forward([5, 6, 7])                  # random Q3_K blocks: logits in the hundreds
-    np.testing.assert_allclose(q.forward([5, 6, 7]), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(q.forward([5, 6, 7]), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
 
 
 # --- threads and the real models' greedy ids -------------------------------------------------
@@ -268,12 +276,12 @@ def test_dense_way_in_small_panels_and_on_two_threads_matches_float64() -> None:
             assert rel_error(dense_matmul(x, p, panel), w, x) < REL_BOUND[T.Q4_1], panel
 
 
-def test_smollm2_greedy_ids_equal_on_quantized_and_f32_weights() -> None:
+def test_smollm2_greedy_ids_equal_on_quantized_float_and_f32_weights() -> None:
     path = hub_model("smollm2-135m")
-    for w in ("quantized", "f32"):
+    for w in ("quantized-float", "f32"):
         m = llmnb.load(path, weights=w)
         r = llmnb.generate(m, "The three primary colors are", max_new_tokens=24)
-        if w == "quantized":
+        if w == "quantized-float":
             ids, nbytes = r.tokens, m.transformer.weights.nbytes
         else:
             assert r.tokens == ids and nbytes < m.transformer.weights.nbytes / 4
@@ -285,9 +293,9 @@ def test_cli_weights_flag_runs_both_ways_and_refuses_an_unknown_value(tmp_path: 
 
     model = str(retyped_fixture(tmp_path, "llama_f32", T.Q8_0))
     ids = []
-    for w in ("quantized", "f32"):
-        r = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", model, "-p", "ab", "-n", "4",
-                            "--weights", w, "--json"], capture_output=True, text=True)
+    for w in ("quantized-float", "f32"):
+        r = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", model, "-p", "ab",
+                            "-n", "4", "--weights", w, "--json"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         assert f"{w} weights" in r.stderr
         ids.append(__import__("json").loads(r.stdout)["ids"])

@@ -79,7 +79,8 @@ def test_kv_bytes_stay_flat_past_the_budget(tiny: Model) -> None:
         assert len(set(kept.tolist())) == budget and kept.max() == cache.length - 1
 
 
-def fill(cache: EvictingKVCache, n_kv: int, hd: int, rows: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+def fill(cache: EvictingKVCache, n_kv: int, hd: int,
+         rows: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
     """One pass of T tokens into every layer with hand-made attention rows (T, T) per layer;
     returns the keys written, (n_kv, T, hd) per layer."""
     t = next(iter(rows.values())).shape[0]
@@ -158,7 +159,8 @@ def test_decode_after_eviction_equals_attending_over_the_kept_rows_only(tiny: Mo
         oracle = KVCache(c, 64)
         for layer in range(c.n_layer):
             kept = ev.kept_positions(layer)
-            assert len(kept) == 12 and set(range(2)) <= set(kept) and set(range(n - 3, n)) <= set(kept)
+            assert len(kept) == 12 and set(range(2)) <= set(kept)
+            assert set(range(n - 3, n)) <= set(kept)
             slots = ev.pos[layer, :12]                       # the kept positions in slot order
             oracle.k[layer, :, :12] = full.k[layer][:, slots]
             oracle.v[layer, :, :12] = full.v[layer][:, slots]
@@ -227,7 +229,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--kv-budget", "8", "--kv-recent", "8"], "kv budget 8 is smaller than kv sinks 4 + kv recent 8"),
+    (["--kv-budget", "8", "--kv-recent", "8"],
+     "kv budget 8 is smaller than kv sinks 4 + kv recent 8"),
     (["--kv-budget", "-3"], "expected a positive number"),
     (["--kv-budget", "16", "--kv-sinks", "-1"], "expected 0 or more"),
     (["--kv-recent", "4"], "--kv-recent: expected --kv-budget N as well"),
@@ -251,5 +254,6 @@ def test_cli_generate_and_perplexity_with_a_budget(capsys: pytest.CaptureFixture
     code, out, err = run_cli(capsys, "perplexity", model, str(text), "--ctx", "32", "--chunks", "1",
                              "--kv-budget", "8")
     assert code == 0 and float(out) > 1.0 and "kv budget 8" in err
-    code, _, err = run_cli(capsys, "perplexity", model, str(tmp_path / "none.txt"), "--kv-budget", "8")
+    code, _, err = run_cli(capsys, "perplexity", model, str(tmp_path / "none.txt"),
+                           "--kv-budget", "8")
     assert code == 3

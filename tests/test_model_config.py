@@ -23,10 +23,11 @@ def test_config_matches_the_fixture_manifest(name: str) -> None:
     fx = MANIFEST["fixtures"][name]
     c = config_from_gguf(llmnb.gguf.open(ORACLE / fx["gguf"]))
     want = fx["config"]
-    assert (c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.vocab_size) == (
-        fx["arch"], want["layers"], want["hidden"], want["heads"], want["kv_heads"], want["head_dim"],
-        want["ffn"], want["vocab"])
-    assert c.rope_base == want["rope_theta"] and c.rms_eps == pytest.approx(want["rms_eps"], rel=1e-6)
+    assert (c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
+            c.vocab_size) == (fx["arch"], want["layers"], want["hidden"], want["heads"],
+                              want["kv_heads"], want["head_dim"], want["ffn"], want["vocab"])
+    assert c.rope_base == want["rope_theta"]
+    assert c.rms_eps == pytest.approx(want["rms_eps"], rel=1e-6)
     assert c.causal == fx["causal"] and c.shift_logits == fx["shift_logits"]
     assert c.tied_output == fx["tied"] and c.mask_token_id == fx["mask_token_id"]
     assert c.qkv_bias == (fx["arch"] in ("qwen2", "dream"))
@@ -36,7 +37,8 @@ def test_smollm2_config_is_the_published_one() -> None:
     c = config_from_gguf(llmnb.gguf.open(hub_model("smollm2-135m")))
     assert (c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff) == (
         "llama", 30, 576, 9, 3, 64, 1536)
-    assert (c.vocab_size, c.n_ctx, c.rope_base, c.tied_output, c.causal) == (49152, 8192, 1e5, True, True)
+    assert (c.vocab_size, c.n_ctx, c.rope_base, c.tied_output, c.causal) == (49152, 8192, 1e5,
+                                                                              True, True)
 
 
 def test_qwen_config_has_biases_and_an_untied_head() -> None:
@@ -48,8 +50,9 @@ def test_qwen_config_has_biases_and_an_untied_head() -> None:
 
 def test_unsupported_architecture_is_a_model_error(tmp_path: Path) -> None:
     path = tmp_path / "gemma2.gguf"
-    write_gguf(path, "gemma2", [], [TensorToWrite("token_embd.weight",
-                                                  np.zeros((4, 2), dtype=np.float32), GGMLType.F32, (4, 2))])
+    embd = TensorToWrite("token_embd.weight", np.zeros((4, 2), dtype=np.float32), GGMLType.F32,
+                         (4, 2))
+    write_gguf(path, "gemma2", [], [embd])
     with pytest.raises(ModelError, match="architecture 'gemma2' is not supported"):
         config_from_gguf(llmnb.gguf.open(path))
 

@@ -221,7 +221,8 @@ def test_diffuse_and_llama_cpp_files_differ_only_by_the_qk_permutation(
         diffuse: str, llama_cpp: str, permuted: bool) -> None:
     """llama.cpp permutes Q/K rows of llama/llada per head into ggml's interleaved (NORM)
     layout; diffuse-cpp keeps HF's half-split layout (oracle.md §6.1)."""
-    a, b = tensors(ORACLE / FIXTURES[diffuse]["gguf"]), tensors(ORACLE / FIXTURES[llama_cpp]["gguf"])
+    a = tensors(ORACLE / FIXTURES[diffuse]["gguf"])
+    b = tensors(ORACLE / FIXTURES[llama_cpp]["gguf"])
     assert FIXTURES[llama_cpp]["qk_permuted"] is permuted
     assert FIXTURES[diffuse]["qk_permuted"] is False
     assert a.keys() == b.keys()

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 import llmnb
-import llmnb.cli
+import llmnb.cli.ar
 from llmnb.ar import Sampler, generate
 from llmnb.cli import safe_text
 from llmnb.gguf.reader import MetadataField
@@ -57,7 +57,7 @@ def test_streamed_generation_is_escaped_and_raw_prints_it_unchanged(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tiny: Model) -> None:
     monkeypatch.setattr(llmnb.model, "load", lambda *a, **k: tiny)
     for flags, want in (([], ESCAPED), (["--raw"], HOSTILE)):
-        monkeypatch.setattr(llmnb.cli, "_sampler", lambda a: forced(tiny, HOSTILE))
+        monkeypatch.setattr(llmnb.cli.ar, "sampler_from", lambda a: forced(tiny, HOSTILE))
         code, out, err = run(capsys, "generate", str(TINY), "-p", "x", "-n", "64", *flags)
         assert code == 0 and out == want + "\n", (flags, out)
         assert "stop: eos" in err
@@ -66,7 +66,7 @@ def test_streamed_generation_is_escaped_and_raw_prints_it_unchanged(
 def test_json_output_is_exact_and_carries_no_raw_control_bytes(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tiny: Model) -> None:
     monkeypatch.setattr(llmnb.model, "load", lambda *a, **k: tiny)
-    monkeypatch.setattr(llmnb.cli, "_sampler", lambda a: forced(tiny, HOSTILE))
+    monkeypatch.setattr(llmnb.cli.ar, "sampler_from", lambda a: forced(tiny, HOSTILE))
     code, out, _ = run(capsys, "generate", str(TINY), "-p", "x", "-n", "64", "--json")
     assert code == 0 and json.loads(out)["text"] == HOSTILE
     assert not any(c in out for c in CONTROLS + ["\t"]) and out.count("\n") == 1
@@ -87,10 +87,10 @@ def test_diffusion_text_is_escaped_unless_raw(capsys: pytest.CaptureFixture[str]
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import llmnb.diffusion
 
-    stats = SimpleNamespace(seconds=0.1, tok_s=1.0, gen_length=8, content_tokens=8, useful_tok_s=1.0,
-                            remasked=[], to_json=lambda: {})
+    stats = SimpleNamespace(seconds=0.1, tok_s=1.0, gen_length=8, content_tokens=8,
+                            useful_tok_s=1.0, remasked=[], to_json=lambda: {})
     result = SimpleNamespace(text=HOSTILE, tokens=[1], prompt_ids=[1], steps_taken=1, stats=stats)
-    monkeypatch.setattr(llmnb.diffusion, "diffuse", lambda *a, **k: result)
+    monkeypatch.setattr(llmnb.diffusion, "denoise", lambda *a, **k: result)
     for flags, want in (([], ESCAPED), (["--raw"], HOSTILE)):
         code, out, _ = run(capsys, "diffuse", str(LLADA), "-p", "x", "-n", "8", "-s", "1", *flags)
         assert code == 0 and out == want + "\n"

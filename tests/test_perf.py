@@ -72,7 +72,8 @@ def test_diffusion_step_prefill_and_verify_counts() -> None:
     assert pre.flops == 2 * n * 30 * LAYER + 4 * (n * (n + 1) // 2) * 9 * 64 * 30 + 2 * HEAD
     assert rl.verify_batch(SMOLLM2, 4.0, 1, context=10) == rl.forward_cost(
         SMOLLM2, "verify K=1", 4.0, 1, 10, True, 1)
-    assert rl.verify_batch(SMOLLM2, 4.0, 1, context=10).flops == rl.ar_decode(SMOLLM2, 4.0, 10).flops
+    one_row = rl.verify_batch(SMOLLM2, 4.0, 1, context=10)
+    assert one_row.flops == rl.ar_decode(SMOLLM2, 4.0, 10).flops
     # more tokens per forward, more FLOPs per byte: the regime inversion in one line
     ais = [rl.diffusion_step(SMOLLM2, 0.5625, b, 32).intensity for b in (1, 16, 64, 256)]
     assert ais == sorted(ais) and ais[-1] > 40 * rl.ar_decode(SMOLLM2, 0.5625).intensity
@@ -118,7 +119,8 @@ class FakeClock:
         return self.now
 
 
-def test_median_time_takes_the_median_after_untimed_warmups(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_median_time_takes_the_median_after_untimed_warmups(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
     ticks = iter([0.0, 1.0, 10.0, 10.5, 20.0, 24.0])           # durations 1, 0.5 and 4
@@ -128,7 +130,8 @@ def test_median_time_takes_the_median_after_untimed_warmups(monkeypatch: pytest.
     assert len(ran) == 5
 
 
-def test_machine_probe_turns_timings_into_figures_by_the_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_machine_probe_turns_timings_into_figures_by_the_counts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
     monkeypatch.setattr(time, "perf_counter", FakeClock(0.5))  # every timed kernel takes 0.5 s
@@ -164,7 +167,8 @@ def test_read_bandwidth_is_the_best_read_kernel_by_bytes_over_seconds(
     assert best == max(figures.values())
 
 
-def test_machine_probe_is_cached_per_cpu_and_blas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_machine_probe_is_cached_per_cpu_and_blas(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
     first = machine.probe(threads=[1], sizes=TINY)
     path = machine.cache_path(first)
@@ -212,7 +216,8 @@ def test_thread_sweep_streams_points_and_scales_each_kind_by_its_first_thread_co
     ar1, diff1, ar2, diff2 = points
     assert [p.seconds for p in points] == pytest.approx([1.0 / 4, 1.0, 0.5 / 4, 0.25])
     assert ar1.tok_s == pytest.approx(4.0) and ar2.tok_s == pytest.approx(8.0)     # 1 / seconds
-    assert diff1.tok_s == pytest.approx(8 / (2 * 1.0)) and diff2.tok_s == pytest.approx(8 / (2 * 0.25))
+    assert diff1.tok_s == pytest.approx(8 / (2 * 1.0))
+    assert diff2.tok_s == pytest.approx(8 / (2 * 0.25))
     assert ar1.tokens == 1 and diff1.tokens == 16                                  # prompt + B
     assert [p.scaling for p in points] == pytest.approx([1.0, 1.0, 2.0, 4.0])
     one, two = scaling_rows(points)
@@ -332,7 +337,8 @@ def test_a_bench_worker_imports_the_installed_llmnb_not_a_folder_in_the_current_
 
     shadow = tmp_path / "llmnb"                      # like the source tree beside a compiled build
     shadow.mkdir()
-    (shadow / "__init__.py").write_text("raise ImportError('the folder in the current directory')\n")
+    (shadow / "__init__.py").write_text(
+        "raise ImportError('the folder in the current directory')\n")
     monkeypatch.chdir(tmp_path)
     where = run_worker("llmnb.perf.machine", "__import__('llmnb').__file__", "test")
     assert Path(where).resolve() == Path(llmnb.__file__).resolve()
@@ -343,7 +349,8 @@ def test_the_readme_benchmark_section_is_what_bench_readme_writes_from_docs_benc
     import importlib.util
 
     root = Path(__file__).parent.parent
-    spec = importlib.util.spec_from_file_location("bench_readme", root / "tools" / "bench_readme.py")
+    spec = importlib.util.spec_from_file_location("bench_readme",
+                                                  root / "tools" / "bench_readme.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -353,7 +360,8 @@ def test_the_readme_benchmark_section_is_what_bench_readme_writes_from_docs_benc
              if ln and not ln.startswith("Produced by")]
     assert len(lines) > 40
     missing = [ln for ln in lines if ln not in readme]
-    assert not missing, f"README.md differs from tools/bench_readme.py docs/bench.json: {missing[:3]}"
+    assert not missing, ("README.md differs from tools/bench_readme.py docs/bench.json: "
+                         f"{missing[:3]}")
 
 
 def test_verify_costs_are_measured_against_a_plain_step_on_tiny_ar_for_each_path() -> None:
@@ -378,6 +386,7 @@ def test_verify_costs_divide_each_batch_by_the_plain_step_of_its_own_path(
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
     rows = verify_costs(str(ROOT / "data" / "models" / "tiny-ar.gguf"), rows=(1, 3, 9),
                         repeats=1, context=20, paths=("X@W", "W@X.T"))
-    assert [(r["path"], r["rows"]) for r in rows] == [(p, t) for p in ("X@W", "W@X.T") for t in (1, 3, 9)]
+    assert [(r["path"], r["rows"]) for r in rows] == [(p, t) for p in ("X@W", "W@X.T")
+                                                      for t in (1, 3, 9)]
     assert [r["ms"] for r in rows] == pytest.approx([2.0, 3.0, 6.0, 4.0, 4.0, 10.0])
     assert [r["decode_steps"] for r in rows] == pytest.approx([1.0, 1.5, 3.0, 1.0, 1.0, 2.5])

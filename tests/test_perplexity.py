@@ -17,7 +17,8 @@ from real_models import hub_model
 
 ROOT = Path(__file__).parent.parent
 TEXT = (ROOT / "data" / "text" / "persuasion.txt").read_text(encoding="utf-8")
-REF = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "perplexity_smollm2.json").read_text())
+REF = json.loads((Path(__file__).parent / "fixtures" / "llamacpp" / "perplexity_smollm2.json"
+                  ).read_text())
 
 
 def test_token_nll_is_minus_log_softmax() -> None:
@@ -42,6 +43,8 @@ def test_half_rule_scores_the_second_half_of_each_window_by_hand() -> None:
     # the scored rows go through the head as a few-rows product, the by-hand forward as a full
     # matrix product: float32 logits that differ in the last bits, ~1e-6 in the perplexity
     assert r.ppl == pytest.approx(math.exp(np.mean(nll)), rel=1e-5)
+    np.testing.assert_allclose(r.token_nlls, nll, rtol=1e-4)    # each scored token, in text order
+    assert r.nll == pytest.approx(r.token_nlls.mean(), rel=1e-12)
     full = perplexity(m, text, ctx=ctx, rule="full")
     assert full.n_scored == (len(ids) // ctx) * (ctx - 1)
 

@@ -2,9 +2,9 @@
 ggml's own reference quantizers (k-quants)."""
 from __future__ import annotations
 
-import ctypes
-import hashlib
+import json
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -19,6 +19,11 @@ import llmnb.gguf
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
 from llmnb.quant import FORMATS, QuantError, bits_per_weight, dequantize, quantize
 from real_models import hub_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from make_libggml_digests import (  # noqa: E402 - the inputs live with the tool that made the digests
+    INPUTS, edge_rows, ggml_quantize_ref, load_libggml, sha256,
+)
 
 T = GGMLType
 DEQUANT_TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1,
@@ -45,7 +50,8 @@ def random_blocks(ggml_type: int, n_blocks: int, seed: int) -> npt.NDArray[np.ui
 def oracle_dequantize(raw: npt.NDArray[np.uint8], ggml_type: int) -> npt.NDArray[np.float32]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return np.asarray(gguf_dequantize(raw, gguf.GGMLQuantizationType(ggml_type)), dtype=np.float32)
+        return np.asarray(gguf_dequantize(raw, gguf.GGMLQuantizationType(ggml_type)),
+                          dtype=np.float32)
 
 
 def elements_per_row(ggml_type: int, raw: npt.NDArray[np.uint8]) -> int:
@@ -69,8 +75,9 @@ def test_dequantize_bit_exact_vs_gguf_py_on_random_blocks(ggml_type: int) -> Non
 
 
 @pytest.mark.parametrize("ggml_type", [t for t in DEQUANT_TYPES if t in F16_OFFSETS], ids=type_name)
-def test_dequantize_bit_exact_vs_gguf_py_across_chunk_boundaries_and_single_blocks(ggml_type: int) -> None:
-    from llmnb.quant.chunked import DEQUANT_CHUNK_BLOCKS
+def test_dequantize_bit_exact_vs_gguf_py_across_chunk_boundaries_and_single_blocks(
+        ggml_type: int) -> None:
+    from llmnb.quant.formats import DEQUANT_CHUNK_BLOCKS
     for n_blocks in (1, 3, DEQUANT_CHUNK_BLOCKS + 5):
         raw = random_blocks(ggml_type, n_blocks, seed=n_blocks)
         got = dequantize(raw, ggml_type, (n_blocks, elements_per_row(ggml_type, raw)))
@@ -83,7 +90,8 @@ def test_dequantize_bit_exact_vs_gguf_py_across_chunk_boundaries_and_single_bloc
 def test_dequantize_propagates_nan_inf_and_subnormal_scales_like_gguf_py(ggml_type: int) -> None:
     raw = random_blocks(ggml_type, 8, seed=1)
     off = F16_OFFSETS[ggml_type][0]
-    specials = [0x7E00, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x03FF, 0x7BFF, 0x0000]   # nan inf -inf subnormals ...
+    # nan, inf, -inf, the smallest subnormal, -0, the largest subnormal, the largest normal, 0
+    specials = [0x7E00, 0x7C00, 0xFC00, 0x0001, 0x8000, 0x03FF, 0x7BFF, 0x0000]
     for i, bits in enumerate(specials):
         raw[i, off:off + 2] = np.array([bits], dtype="<u2").view(np.uint8)
     row = elements_per_row(ggml_type, raw)
@@ -94,7 +102,8 @@ def test_dequantize_propagates_nan_inf_and_subnormal_scales_like_gguf_py(ggml_ty
     assert np.isnan(got[0]).any()
 
 
-def tensor_rows(f: llmnb.gguf.GGUFFile, name: str, max_rows: int) -> tuple[npt.NDArray[np.uint8], int]:
+def tensor_rows(
+        f: llmnb.gguf.GGUFFile, name: str, max_rows: int) -> tuple[npt.NDArray[np.uint8], int]:
     """The first and last rows of a tensor (all of it if small) as (rows, row bytes)."""
     info = f.tensors[name]
     block, size = GGML_BLOCK_SIZES[info.ggml_type]
@@ -138,20 +147,6 @@ def test_f32_dequantize_is_a_view_of_the_bytes() -> None:
 
 # --- quantize: bit-exact where gguf-py has a quantizer ---------------------------------------
 
-def edge_rows() -> npt.NDArray[np.float32]:
-    """Rows that exercise the corner cases of the reference rules (one 256-element row each)."""
-    rows = np.zeros((8, 256), dtype=np.float32)                     # row 0: all zero
-    rows[1] = 1.0                                                   # constant
-    rows[1, 5] = -1.0                                               # +a and -a: first one wins
-    rows[2] = -3.0
-    rows[3] = (np.arange(256) % 32 - 16).astype(np.float32)         # exact rounding ties
-    rows[4] = (np.arange(256) % 32).astype(np.float32) * 0.5 - 8
-    rows[5, ::7] = 1e-30                                            # tiny values
-    rows[6] = np.linspace(-1e4, 1e4, 256, dtype=np.float32)
-    rows[7] = np.where(np.arange(256) % 2 == 0, 2.5, -2.5)
-    return rows
-
-
 @pytest.mark.parametrize("ggml_type", LEGACY_TYPES + [T.F16, T.BF16], ids=type_name)
 def test_quantize_bit_exact_vs_gguf_py(ggml_type: int) -> None:
     rng = np.random.default_rng(ggml_type)
@@ -171,55 +166,27 @@ def test_bf16_quantize_keeps_nan_quiet_and_rounds_to_even_like_gguf_py() -> None
     assert np.array_equal(quantize(x, T.BF16), want)
 
 
-# --- quantize: k-quants ----------------------------------------------------------------------
+# --- quantize: ggml's reference quantizers ---------------------------------------------------
 
-def deterministic_input(n: int) -> npt.NDArray[np.float32]:
-    """Heavy-tailed values made from integer hashing only (no RNG, no libm): the same bits
-    on every machine and numpy version."""
-    i = np.arange(n, dtype=np.int64)
-    h = (i * 2654435761 + 12345) % (1 << 32)
-    u = (h.astype(np.float64) / 2**32 - 0.5).astype(np.float32)
-    return (u * u * u * np.float32(8) * (1 + (i // 256 % 7)).astype(np.float32)).astype(np.float32)
+# sha256 of ggml's quantize_row_<type>_ref on the inputs of tools/make_libggml_digests.py, made
+# once from a llama.cpp build (tests/fixtures/libggml/README.md)
+LIBGGML = json.loads((Path(__file__).parent / "fixtures" / "libggml" / "quantize_ref.json")
+                     .read_text())
 
 
-# sha256 of ggml's quantize_row_q*_K_ref (libggml-base 0.25.3, llama.cpp built at
-# /work/llama.cpp) on deterministic_input(256 * 64)
-GGML_K_DIGESTS = {
-    T.Q4_K: "4bbe5d03aa43c18c89b24d7e8db89ad5034e0529c88ba40767df7fc19f4be353",
-    T.Q5_K: "45581fb45ad397fff7a7f2426912035909a9765d47ae34eaf3f425c966932163",
-    T.Q6_K: "e57b069cece9e312c0d3452e7c68ba57ad0206a2c1e05e930a7a2ee39383cbbe",
-}
-
-
-@pytest.mark.parametrize("ggml_type", K_TYPES, ids=type_name)
-def test_k_quantize_reproduces_ggml_reference_bytes(ggml_type: int) -> None:
-    raw = quantize(deterministic_input(256 * 64).reshape(64, 256), ggml_type)
-    assert hashlib.sha256(raw.tobytes()).hexdigest() == GGML_K_DIGESTS[ggml_type]
-
-
-def libggml() -> ctypes.CDLL:
-    found = [Path(os.environ.get("LLMNB_LIBGGML", "")),
-             Path("/work/llama.cpp/build/bin/libggml-base.so")]
-    for p in found:
-        if p.is_file():
-            return ctypes.CDLL(str(p))
-    pytest.skip("no libggml-base.so (set LLMNB_LIBGGML to a llama.cpp build's library)")
-
-
+@pytest.mark.parametrize("input_name", list(INPUTS))
 @pytest.mark.parametrize("ggml_type", K_TYPES + LEGACY_TYPES, ids=type_name)
-def test_quantize_bit_exact_vs_libggml_reference_when_available(ggml_type: int) -> None:
-    lib = libggml()
-    name = type_name(ggml_type).lower().replace("_k", "_K")          # q4_0, q4_K ...
-    fn = getattr(lib, f"quantize_row_{name}_ref")
-    fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    rng = np.random.default_rng(7)
-    x = np.concatenate([rng.standard_normal((200, 256)).astype(np.float32) * 0.02,
-                        (rng.standard_t(2, (100, 256)) * 0.05).astype(np.float32), edge_rows()])
-    block, size = GGML_BLOCK_SIZES[ggml_type]
-    want = np.zeros(x.size // block * size, dtype=np.uint8)
-    fn(x.ctypes.data, want.ctypes.data, x.size)
-    assert np.array_equal(quantize(x, ggml_type).ravel(), want)
+def test_quantize_bit_exact_vs_ggml_reference_quantizers(ggml_type: int, input_name: str) -> None:
+    """Against the committed digests of libggml's output, and against libggml itself too when
+    LLMNB_LIBGGML names a llama.cpp build's libggml-base.so."""
+    x = INPUTS[input_name]()
+    assert sha256(x) == LIBGGML["inputs"][input_name]      # the input the digests were made from
+    got = quantize(x, ggml_type)
+    assert sha256(got) == LIBGGML["digests"][input_name][type_name(ggml_type)]
+    lib = os.environ.get("LLMNB_LIBGGML")
+    if lib:
+        want = ggml_quantize_ref(load_libggml(lib), x, type_name(ggml_type))
+        assert np.array_equal(got.ravel(), want)
 
 
 # --- round trips ---------------------------------------------------------------------------
@@ -228,7 +195,8 @@ def test_quantize_bit_exact_vs_libggml_reference_when_available(ggml_type: int) 
 # (Q8_0 0.0053, Q6_K 0.0177, Q5_K 0.0360, Q5_1 0.0377, Q5_0 0.0425, Q4_K 0.0710,
 # Q4_1 0.0777, Q4_0 0.0860, F16 0.00021, BF16 0.00166), bounds ~10% above
 RMSE_BOUND = {T.Q8_0: 0.006, T.Q6_K: 0.0195, T.Q5_K: 0.040, T.Q5_1: 0.0415, T.Q5_0: 0.047,
-              T.Q4_K: 0.078, T.Q4_1: 0.086, T.Q4_0: 0.095, T.F16: 2.4e-4, T.BF16: 1.9e-3, T.F32: 0.0}
+              T.Q4_K: 0.078, T.Q4_1: 0.086, T.Q4_0: 0.095, T.F16: 2.4e-4, T.BF16: 1.9e-3,
+              T.F32: 0.0}
 
 
 @pytest.mark.parametrize("ggml_type", list(RMSE_BOUND), ids=type_name)
@@ -259,7 +227,8 @@ def test_zero_tensor_round_trips_to_zero_in_every_quantize_type() -> None:
 
 def test_registry_geometry_agrees_with_gguf_py() -> None:
     for t, fmt in FORMATS.items():
-        assert (fmt.block_size, fmt.type_size) == gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(t)]
+        want = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(t)]
+        assert (fmt.block_size, fmt.type_size) == want
 
 
 def test_bits_per_weight() -> None:
@@ -273,7 +242,8 @@ def test_bits_per_weight() -> None:
 
 
 def test_unsupported_type_names_what_is_supported() -> None:
-    with pytest.raises(QuantError, match=r"cannot dequantize tensor type IQ2_XXS: expected one of .*Q6_K"):
+    with pytest.raises(QuantError,
+                       match=r"cannot dequantize tensor type IQ2_XXS: expected one of .*Q6_K"):
         dequantize(np.zeros(66, np.uint8), T.IQ2_XXS, (256,))
     with pytest.raises(QuantError, match="cannot quantize tensor type Q2_K"):
         quantize(np.zeros(256, np.float32), T.Q2_K)
@@ -282,7 +252,8 @@ def test_unsupported_type_names_what_is_supported() -> None:
 
 
 def test_wrong_byte_count_says_what_was_expected() -> None:
-    with pytest.raises(QuantError, match=r"Q4_0 tensor of shape \(2, 64\): expected 72 bytes .* got 70"):
+    with pytest.raises(QuantError,
+                       match=r"Q4_0 tensor of shape \(2, 64\): expected 72 bytes .* got 70"):
         dequantize(np.zeros(70, np.uint8), T.Q4_0, (2, 64))
     with pytest.raises(QuantError, match="multiple of the block size 256"):
         dequantize(np.zeros(144, np.uint8), T.Q4_K, (2, 128))

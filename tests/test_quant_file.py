@@ -38,14 +38,16 @@ def tiny_model_tensors(rng: np.random.Generator) -> dict[str, npt.NDArray[np.flo
 
 
 @pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, npt.NDArray[np.float32]]]:
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[Path, dict[str, npt.NDArray[np.float32]]]:
     tensors = tiny_model_tensors(np.random.default_rng(0))
     path = tmp_path_factory.mktemp("quant") / "tiny-f32.gguf"
     fields = [MetadataField("general.name", STRING, "tiny"),
               MetadataField("general.file_type", UINT32, 0),
               MetadataField("llama.block_count", UINT32, N_LAYERS),
               MetadataField("llama.rope.freq_base", FLOAT32, 10000.0),
-              MetadataField("tokenizer.ggml.tokens", ARRAY, [f"t{i}" for i in range(VOCAB)], STRING)]
+              MetadataField("tokenizer.ggml.tokens", ARRAY, [f"t{i}" for i in range(VOCAB)],
+                            STRING)]
     write_gguf(path, "llama", fields,
                [TensorToWrite(n, a, T.F32, a.shape) for n, a in tensors.items()])
     return path, tensors
@@ -53,10 +55,12 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 
 def test_use_more_bits_picks_first_and_last_eighth_and_every_third_layer() -> None:
     assert [i for i in range(8) if use_more_bits(i, 8)] == [0, 3, 6, 7]
-    assert [i for i in range(24) if use_more_bits(i, 24)] == [0, 1, 2, 5, 8, 11, 14, 17, 20, 21, 22, 23]
+    assert [i for i in range(24) if use_more_bits(i, 24)] == [0, 1, 2, 5, 8, 11, 14, 17, 20, 21,
+                                                              22, 23]
 
 
-def test_q4_k_m_mixture_follows_llama_cpp_rules(tiny_gguf: tuple[Path, dict[str, npt.NDArray[np.float32]]],
+def test_q4_k_m_mixture_follows_llama_cpp_rules(
+        tiny_gguf: tuple[Path, dict[str, npt.NDArray[np.float32]]],
                                                 tmp_path: Path) -> None:
     src, _ = tiny_gguf
     out = tmp_path / "tiny-q4km.gguf"
@@ -117,11 +121,13 @@ def test_progress_reports_every_tensor(tiny_gguf: tuple[Path, dict[str, npt.NDAr
     assert calls == [(i + 1, len(tensors)) for i in range(len(tensors))]
 
 
-def test_bad_type_raises_and_leaves_no_file(tiny_gguf: tuple[Path, dict[str, npt.NDArray[np.float32]]],
+def test_bad_type_raises_and_leaves_no_file(
+        tiny_gguf: tuple[Path, dict[str, npt.NDArray[np.float32]]],
                                             tmp_path: Path) -> None:
     src, _ = tiny_gguf
     out = tmp_path / "bad.gguf"
-    with pytest.raises(QuantError, match=r"unknown quantization type 'Q3_K_M': expected one of .*Q4_K_M"):
+    with pytest.raises(QuantError,
+                       match=r"unknown quantization type 'Q3_K_M': expected one of .*Q4_K_M"):
         quantize_file(src, out, "Q3_K_M")
     assert list(tmp_path.iterdir()) == []
 
@@ -138,10 +144,12 @@ def test_failure_while_writing_leaves_no_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iq.gguf"]
 
 
-@pytest.mark.parametrize("model,file_type", [("smollm2-135m", "Q4_1"), ("qwen2.5-coder-0.5b", "Q4_K_M")])
+@pytest.mark.parametrize("model,file_type", [("smollm2-135m", "Q4_1"),
+                                             ("qwen2.5-coder-0.5b", "Q4_K_M")])
 def test_type_plan_reproduces_the_real_files(model: str, file_type: str) -> None:
     # both files were made by llama-quantize: the plan must give every tensor its actual type
     with llmnb.gguf.open(hub_model(model)) as f:
         tensors = list(f.tensors.values())
         plan = plan_types(tensors, file_type)
-        assert {t.name: type_name(plan[t.name]) for t in tensors} == {t.name: t.type_name for t in tensors}
+        assert ({t.name: type_name(plan[t.name]) for t in tensors}
+                == {t.name: t.type_name for t in tensors})

@@ -73,7 +73,8 @@ def test_every_scale_field_special_decodes_like_gguf_py_silently(ggml_type: int)
         warnings.simplefilter("error")        # IEEE results, no RuntimeWarning
         got = dequantize(raw, ggml_type, shape)
     assert same_ieee(got, oracle(raw, ggml_type).reshape(shape))
-    nan_scale = [i for i, (_, bits) in enumerate(cases) if bits in (SPECIALS["nan"], SPECIALS["-nan"])]
+    nans = (SPECIALS["nan"], SPECIALS["-nan"])
+    nan_scale = [i for i, (_, bits) in enumerate(cases) if bits in nans]
     assert all(np.isnan(got[i]).any() for i in nan_scale)
 
 
@@ -107,7 +108,8 @@ def test_quantize_refuses_nan_and_inf_anywhere(ggml_type: int, bad: float) -> No
 
 @pytest.mark.parametrize("ggml_type", QUANT_BLOCK_TYPES, ids=type_name)
 @pytest.mark.parametrize("big", [3e38, -3e38, 1e10], ids=["3e38", "-3e38", "1e10"])
-def test_quantize_refuses_a_block_whose_float16_scale_would_overflow(ggml_type: int, big: float) -> None:
+def test_quantize_refuses_a_block_whose_float16_scale_would_overflow(
+        ggml_type: int, big: float) -> None:
     x = np.random.default_rng(1).standard_normal((2, 512)).astype(np.float32)
     x[1, 300] = big                           # finite in float32, beyond any float16 scale
     block = (512 + 300) // FORMATS[ggml_type].block_size
@@ -157,7 +159,8 @@ def test_float_formats_convert_specials_by_ieee_rules_like_gguf_py() -> None:
             warnings.simplefilter("error")
             raw = quantize(x, ggml_type)
         want = gguf_py_quantize(x, ggml_type)
-        np.testing.assert_array_equal(raw.reshape(-1), want.reshape(-1), err_msg=type_name(ggml_type))
+        np.testing.assert_array_equal(raw.reshape(-1), want.reshape(-1),
+                                      err_msg=type_name(ggml_type))
         back = dequantize(raw, ggml_type, x.shape)
         assert np.isnan(back[:2]).all() and list(back[2:4]) == [np.inf, -np.inf]
     f16 = dequantize(quantize(x, T.F16), T.F16, x.shape)

@@ -36,9 +36,9 @@ def test_inv_freq_and_attention_factor_equal_transformers_rope_init(name: str) -
     kind, factor = p["rope_type"], float(p.get("factor", 1.0))
     factors = None
     if kind == "llama3":     # llama.cpp's converter turns llama3 into per-frequency divisors
-        factors = llama3_rope_factors(RopeScaling(kind, factor, p["original_max_position_embeddings"],
-                                                  p["low_freq_factor"], p["high_freq_factor"]),
-                                      p["rope_theta"], dim)
+        scaling = RopeScaling(kind, factor, p["original_max_position_embeddings"],
+                              p["low_freq_factor"], p["high_freq_factor"])
+        factors = llama3_rope_factors(scaling, p["rope_theta"], dim)
     scaling = "none" if kind == "default" else kind
     got = rope_inv_freq(dim, p["rope_theta"], factors, scaling, factor,
                         p.get("original_max_position_embeddings", 0))
@@ -132,7 +132,8 @@ def qwen2_checkpoint(folder: Path, **config: Any) -> Path:
     ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
      {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
       "rope.scaling.original_context_length": 16}),
-    ({"type": "linear", "factor": 2.0}, {"rope.scaling.type": "linear", "rope.scaling.factor": 2.0}),
+    ({"type": "linear", "factor": 2.0},
+     {"rope.scaling.type": "linear", "rope.scaling.factor": 2.0}),
 ])
 def test_convert_writes_rope_scaling_keys(tmp_path: Path, rope: dict[str, Any],
                                           keys: dict[str, Any]) -> None:

@@ -69,7 +69,8 @@ def test_sample_frequencies_match_probs() -> None:
 
 
 @pytest.mark.parametrize("kwargs", [dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0),
-                                    dict(top_p=1.5), dict(min_p=2.0), dict(temperature=float("nan"))])
+                                    dict(top_p=1.5), dict(min_p=2.0),
+                                    dict(temperature=float("nan"))])
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(UsageError):
         Sampler(**kwargs)  # type: ignore[arg-type]

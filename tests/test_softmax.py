@@ -24,9 +24,11 @@ def test_softmax_is_float64_per_row_and_a_row_alone_gives_the_same_bits() -> Non
         assert np.array_equal(softmax(LOGITS[i]), p[i])
         assert np.array_equal(softmax(LOGITS[i], 0.7), softmax(LOGITS, 0.7)[i])
     np.testing.assert_allclose(softmax(LOGITS.T, axis=0), p.T, rtol=1e-12)
-    np.testing.assert_allclose(softmax(LOGITS, 2.0), by_hand(LOGITS.astype(np.float64) / 2.0), rtol=1e-12)
+    np.testing.assert_allclose(softmax(LOGITS, 2.0), by_hand(LOGITS.astype(np.float64) / 2.0),
+                               rtol=1e-12)
     big = np.array([1e4, 1e4 - 1.0, -1e4], dtype=np.float32)         # exp(1e4) would overflow
-    np.testing.assert_allclose(softmax(big), [1 / (1 + np.e ** -1), 1 / (1 + np.e), 0.0], rtol=1e-12)
+    np.testing.assert_allclose(softmax(big), [1 / (1 + np.e ** -1), 1 / (1 + np.e), 0.0],
+                               rtol=1e-12)
 
 
 def test_log_softmax_is_the_log_of_softmax_and_leaves_minus_inf() -> None:
@@ -36,7 +38,8 @@ def test_log_softmax_is_the_log_of_softmax_and_leaves_minus_inf() -> None:
     np.testing.assert_allclose(np.exp(lp).sum(axis=1), 1.0, rtol=1e-12)
     masked = np.array([0.0, -np.inf, 1.0])
     assert log_softmax(masked)[1] == -np.inf
-    np.testing.assert_allclose(log_softmax(masked)[[0, 2]], [-np.log1p(np.e), 1 - np.log1p(np.e)], rtol=1e-12)
+    np.testing.assert_allclose(log_softmax(masked)[[0, 2]], [-np.log1p(np.e), 1 - np.log1p(np.e)],
+                               rtol=1e-12)
 
 
 def test_entropy_in_nats_uniform_is_log_v_and_temperature_divides_first() -> None:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmnb
-from llmnb.ar import Greedy, Sampler, generate
+from llmnb.ar import Sampler, generate
 from llmnb.ar.drafters import Draft, Drafter, check_same_vocabulary, make_drafter
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.speculative import generate_speculative
@@ -24,6 +24,7 @@ from llmnb.gguf.reader import MetadataField, open_gguf
 from llmnb.gguf.writer import write_gguf
 from llmnb.model import Model, ModelError
 from llmnb.quant.gguf_file import convert_tensor, quantize_file
+from real_models import hub_model
 from real_models import hub_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,8 @@ def test_token_tree_shares_rows_between_drafts_with_a_common_prefix() -> None:
     for row, ancestors in {1: [1], 2: [1, 2], 3: [1, 2, 3], 4: [1, 2, 4], 5: [5]}.items():
         want[row, [3 + a for a in ancestors]] = True    # its own path, nothing of the others
     assert (mask == want).all()
-    assert tree.shared([10, 11, 99]) == 2 and tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
+    assert tree.shared([10, 11, 99]) == 2
+    assert tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
 
 
 @pytest.mark.parametrize("wide, tiles", [(False, False), (True, False), (True, True)])
@@ -84,7 +86,7 @@ def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool, ti
 
 def test_a_quantized_target_gets_its_wide_copy_only_when_asked_and_verifies_the_same(
         quantized: dict[str, Path]) -> None:
-    target = llmnb.load(quantized["Q8_0"], weights="quantized")
+    target = llmnb.load(quantized["Q8_0"], weights="quantized-float")   # the float kernels
     tr = target.transformer
     assert tr.use_wide(True) == 0 and not tr.wide      # blocks stay blocks by default
     ids = target.prompt_ids("Compute the sum of 22 and 13.", chat=True)
@@ -149,8 +151,8 @@ def pool(tiny: Model, quantized: dict[str, Path]) -> dict[str, Drafter]:
 
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt=st.sampled_from(PROMPTS), names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3,
-                                                        unique=True),
+@given(prompt=st.sampled_from(PROMPTS),
+       names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True),
        k=st.integers(1, 12), extra=st.integers(0, 8), adaptive=st.booleans(),
        n=st.integers(1, 48))
 def test_greedy_output_identical_to_plain_greedy(tiny: Model, pool: dict[str, Drafter], prompt: str,
@@ -168,8 +170,9 @@ def test_greedy_identical_with_the_cost_gate_and_stop_strings(tiny: Model) -> No
         for stop in ((), ("return",), ("e",)):
             ref = generate(tiny, prompt, max_new_tokens=40, chat=True, stop=stop)
             pieces: list[str] = []
-            r = generate_speculative(tiny, prompt, ["lookup", "ngram:2", "self:2"], max_new_tokens=40, chat=True,
-                                     stop=stop, on_text=pieces.append)
+            r = generate_speculative(tiny, prompt, ["lookup", "ngram:2", "self:2"],
+                                     max_new_tokens=40, chat=True, stop=stop,
+                                     on_text=pieces.append)
             assert (r.tokens, r.text, r.stop_reason) == (ref.tokens, ref.text, ref.stop_reason)
             assert "".join(pieces) == r.text
 
@@ -205,7 +208,8 @@ def test_a_user_drafter_subclass_is_verified_like_the_built_in_ones(tiny: Model)
     r = generate_speculative(tiny, PROMPTS[5], [Oracle(ref.tokens, len(ref.prompt_ids))],
                              max_new_tokens=40, chat=True, k=8, adaptive=False, gate=False)
     assert r.tokens == ref.tokens
-    assert all(x.accepted[0] == min(3, x.proposed[0]) for x in r.rounds)   # accepted up to the error
+    # accepted up to the error
+    assert all(x.accepted[0] == min(3, x.proposed[0]) for x in r.rounds)
 
 
 def test_round_metrics_account_for_every_token(tiny: Model) -> None:
@@ -215,7 +219,8 @@ def test_round_metrics_account_for_every_token(tiny: Model) -> None:
     made = sum(x.committed for x in r.rounds)           # the first token: the prompt's pass
     assert made == len(r.tokens) - 1 if r.stop_reason == "max_tokens" else made >= len(r.tokens) - 1
     for x in r.rounds:
-        assert (x.rows > 1) == (sum(x.proposed) > 0) and x.rows <= 1 + sum(x.proposed)  # shared rows
+        assert (x.rows > 1) == (sum(x.proposed) > 0)
+        assert x.rows <= 1 + sum(x.proposed)                 # shared rows
         assert all(a <= p for a, p in zip(x.accepted, x.proposed))
         assert x.committed == (max(x.accepted) if x.chosen >= 0 else 0) + 1
     acc = r.acceptance()
@@ -229,7 +234,8 @@ def chi2_limit(df: int, z: float = 3.09) -> float:
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def chi2(counts: dict[tuple[int, ...], int], expected: dict[tuple[int, ...], float]) -> tuple[float, int]:
+def chi2(counts: dict[tuple[int, ...], int],
+         expected: dict[tuple[int, ...], float]) -> tuple[float, int]:
     """Pearson's statistic over the outcomes (those expected < 5 pooled) and its df."""
     n = sum(counts.values())
     assert set(counts) <= set(expected)
@@ -343,7 +349,8 @@ def test_drafter_with_another_vocabulary_is_refused(tiny: Model, tmp_path: Path)
     with pytest.raises(ModelError, match="causal"):
         make_drafter(str(ROOT / "data" / "models" / "tiny-llada.gguf"), tiny)
     with pytest.raises(ModelError, match="autoregressive"):
-        generate_speculative(llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf"), "hi", ["lookup"])
+        generate_speculative(llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf"), "hi",
+                             ["lookup"])
 
 
 def test_cli_spec_matches_plain_and_refuses_bad_flags(tmp_path: Path, quantized: dict[str, Path],
@@ -374,3 +381,25 @@ def test_smollm2_copy_task_greedy_identical_and_drafter_vocabulary_checked() -> 
     assert r.tokens_per_forward > 2.0                  # copying: lookup drafts get accepted
     with pytest.raises(ModelError, match="vocabulary"):
         check_same_vocabulary(smol, llmnb.load(TINY))
+
+
+def test_a_verify_row_is_the_same_bits_as_that_token_decoded_alone_on_the_default_weights() -> None:
+    """8-bit activations turn a last-bit difference into logit changes of tenths, so a verify
+    batch must give each row exactly what decoding it alone gives (llmnb.kernels.attention)."""
+    m = llmnb.load(hub_model("smollm2-135m"))
+    t = m.transformer
+    ids = m.prompt_ids("Explain how a refrigerator works.", chat=True)
+    new = generate(m, ids, max_new_tokens=7).tokens
+    seq = [ids[-1]] + new[:6]
+    cache = KVCache(m.config, len(ids) + 16)
+    t.forward(np.array(ids[:-1]), cache=cache, last_only=True)
+    cache.commit()
+    alone = []
+    for j, tok in enumerate(seq):
+        alone.append(t.forward(np.array([tok]), start=len(ids) - 1 + j, cache=cache, last_only=True)[0])
+        cache.commit()
+    cache.truncate(len(ids) - 1)
+    logits, tree = verify(t, cache, ids[-1], [new[:6], [new[0], 7, 8]])   # two branches
+    np.testing.assert_array_equal(logits[0], alone[0])
+    for j, row in enumerate(tree.rows[0]):
+        np.testing.assert_array_equal(logits[row], alone[j + 1])

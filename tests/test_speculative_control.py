@@ -15,10 +15,10 @@ from llmnb.ar import generate
 from llmnb.ar.drafters import Draft, Drafter
 from llmnb.ar.sampling import Sampler
 from llmnb.ar.speculative import generate_speculative
-from llmnb.ar.speculative_control import (
-    DEPTHS, KNOTS, PRIOR_STEPS, BubbleController, VerifyCosts, costs_for, expected_tokens,
-    geometric,
-)
+from llmnb.ar.speculative_rates import DEPTHS, expected_tokens, geometric
+from llmnb.ar.speculative_bubble import bubble_rule
+from llmnb.ar.speculative_control import BubbleController
+from llmnb.ar.speculative_costs import KNOTS, PRIOR_STEPS, VerifyCosts, costs_for
 from llmnb.errors import UsageError
 from llmnb.model import Model
 
@@ -96,6 +96,9 @@ def test_expected_tokens_is_the_geometric_sum() -> None:
 
 
 def test_bubble_rule_grows_on_full_acceptance_and_gives_back_half_the_bubble() -> None:
+    assert [bubble_rule(4, 4, 4, 16), bubble_rule(6, 6, 1, 16), bubble_rule(1, 1, 0, 16)] == [
+        6, 3, 1]                                                 # K + ceil(K/2); K - ceil(b/2)
+    assert bubble_rule(12, 12, 12, 16) == 16 and bubble_rule(4, 3, 3, 16) == 4   # k_max; n < K
     c = BubbleController([True], 4, 16, gate=False)
     c.after_round([Draft([1, 2, 3, 4])], [4], [4], [0])
     assert c.k == [6]
@@ -180,8 +183,9 @@ def test_cost_gate_trims_drafts_and_verifies_only_those_worth_their_batch() -> N
     assert c.draft_length(0) == 64                               # a free drafter: all it has
     good, bad, model = (Draft(list(range(40)), tag=3), Draft(list(range(50, 90)), tag=1),
                         Draft(list(range(60, 100))))
-    c.time_draft(1, 16, 8.0)                                     # the model drafts at 0.5 steps a token
-    for _ in range(10):             # lookup: 3-gram matches always right, 1-gram never; model: never
+    c.time_draft(1, 16, 8.0)                            # the model drafts at 0.5 steps a token
+    # lookup: 3-gram matches always right, 1-gram never; model: never
+    for _ in range(10):
         c.after_round([good, model], [40, 40], [40, 0], list(range(40)) + [99])
         c.after_round([bad, model], [40, 40], [0, 0], [0])
     assert c.alpha(0, 3) > 0.95 and c.alpha(0, 1) < 0.1 and c.alpha(1) < 0.1

@@ -26,7 +26,8 @@ def tiny() -> Model:
     return llmnb.load(TINY)
 
 
-def propose(d: LookupDrafter | NgramDrafter | ModelDrafter, ctx: Sequence[int], k: int) -> list[int]:
+def propose(
+        d: LookupDrafter | NgramDrafter | ModelDrafter, ctx: Sequence[int], k: int) -> list[int]:
     return d.propose(ctx, k, Greedy(), np.random.default_rng(0)).tokens
 
 

@@ -26,12 +26,14 @@ def ids_of(*pieces: bytes) -> list[int]:
 
 
 # a, b, ab, space, newline, and the two bytes of "é" (a character split over two tokens)
-A, B, AB, SPACE, NL, E1, E2 = ids_of(b"a", b"b", b"ab", b" ", b"\n", "é".encode()[:1], "é".encode()[1:])
+A, B, AB, SPACE, NL, E1, E2 = ids_of(b"a", b"b", b"ab", b" ", b"\n", "é".encode()[:1],
+                                     "é".encode()[1:])
 STOP_IDS = ids_of(b"S", b"T", b"O", b"P")
 EOS = TOKENIZER.eog_ids[0]
 
 
-def run(tokens: list[int], stop: tuple[str, ...], max_new: int = 100_000) -> tuple[TextStream, list[str]]:
+def run(tokens: list[int], stop: tuple[str, ...],
+        max_new: int = 100_000) -> tuple[TextStream, list[str]]:
     pieces: list[str] = []
     out = TextStream(TOKENIZER, max_new, stop, pieces.append)
     for t in tokens:
@@ -55,7 +57,8 @@ def reference(tokens: list[int], stop: tuple[str, ...]) -> str:
 
 @pytest.mark.parametrize("stop", [(), ("STOP",), ("ab ab ab b", "\né\n"), ("STOP", "b b")])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_long_text_streams_and_stops_as_the_whole_text_would(stop: tuple[str, ...], seed: int) -> None:
+def test_long_text_streams_and_stops_as_the_whole_text_would(
+        stop: tuple[str, ...], seed: int) -> None:
     rng = np.random.default_rng(seed)
     tokens = [int(t) for t in rng.choice([A, B, AB, SPACE, NL, E1, E2], size=6 * FOLD)]
     at = int(rng.integers(2 * FOLD, 5 * FOLD))

@@ -36,12 +36,14 @@ def weights(path: Path) -> Weights:
 
 
 def test_a_missing_tensor_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match=r"tensor 'blk.1.ffn_up.weight' is missing \(expected shape \(64, 32\)\)"):
+    with pytest.raises(ModelError, match=r"tensor 'blk.1.ffn_up.weight' is missing "
+                                         r"\(expected shape \(64, 32\)\)"):
         weights(copy_fixture(tmp_path, drop="blk.1.ffn_up.weight"))
 
 
 def test_a_wrong_shape_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match=r"'blk.0.attn_q.weight': expected shape \(32, 32\), got \(16, 32\)"):
+    with pytest.raises(ModelError,
+                       match=r"'blk.0.attn_q.weight': expected shape \(32, 32\), got \(16, 32\)"):
         weights(copy_fixture(tmp_path, reshape="blk.0.attn_q.weight"))
 
 
@@ -50,7 +52,8 @@ def test_other_supported_types_load(tmp_path: Path) -> None:
     assert w.layer(0).w_down_t.dtype == np.float32
 
 
-def test_preflight_picks_streaming_when_resident_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preflight_picks_streaming_when_resident_does_not_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     f = llmnb.gguf.open(ORACLE / "llama_f32.gguf")
     c = config_from_gguf(f)
     plan = plan_residency(f, c)
@@ -61,14 +64,17 @@ def test_preflight_picks_streaming_when_resident_does_not_fit(monkeypatch: pytes
         plan_residency(f, c, residency="resident")
 
 
-def test_a_model_that_fits_neither_way_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_that_fits_neither_way_is_refused_before_loading(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMNB_MEMORY_LIMIT", "10000")
-    with pytest.raises(MemoryPreflightError, match=r"does not fit in memory: streaming needs .* KiB, 9.8 KiB available") as e:
+    with pytest.raises(MemoryPreflightError, match=r"does not fit in memory: streaming needs "
+                                                   r".* KiB, 9.8 KiB available") as e:
         llmnb.load(ORACLE / "llama_f32.gguf")
     assert e.value.exit_code == 5
 
 
-def test_the_refusal_comes_before_any_tensor_is_dequantized(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_refusal_comes_before_any_tensor_is_dequantized(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import llmnb.model.weights as weights_module
 
     def no_dequantize(*args: object, **kwargs: object) -> None:
@@ -76,12 +82,14 @@ def test_the_refusal_comes_before_any_tensor_is_dequantized(monkeypatch: pytest.
 
     monkeypatch.setattr(weights_module, "dequantize", no_dequantize)
     monkeypatch.setenv("LLMNB_MEMORY_LIMIT", "10000")
-    with pytest.raises(MemoryPreflightError, match=r"\(\d[\d,]* > 10,000 bytes; resident .*, "
-                                                   r"streaming \(one layer dequantized at a time\)"):
+    with pytest.raises(MemoryPreflightError,
+                       match=r"\(\d[\d,]* > 10,000 bytes; resident .*, "
+                             r"streaming \(one layer dequantized at a time\)"):
         llmnb.load(ORACLE / "llama_f32.gguf")
 
 
-def test_resident_that_does_not_fit_names_the_streaming_option(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resident_that_does_not_fit_names_the_streaming_option(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     plan = llmnb.load(ORACLE / "llama_f32.gguf").plan   # what load asks for, KV cache included
     monkeypatch.setenv("LLMNB_MEMORY_LIMIT", str(plan.streaming_bytes))
     with pytest.raises(MemoryPreflightError) as e:

@@ -67,11 +67,13 @@ def test_head_summary_and_the_plot_report_first_previous_and_own_shares() -> Non
     prev[0, 0, 0, 0] = 1.0
     prev[0, 0, np.arange(1, t), np.arange(t - 1)] = 1.0             # head 0: the previous token
     prev[0, 1, :, 0] = 1.0                                          # head 1: the first token
-    assert head_summary(prev, 0, 0) == (0.25, 1.0, 0.0)             # query 1's previous is token 0
-    assert head_summary(prev, 0, 1) == (1.0, 0.25, 0.0)
+    assert head_summary(prev, 0, 0) == (0.0, 1.0, 0.0)              # queries 2..: three distinct keys
+    assert head_summary(prev, 0, 1) == (1.0, 0.0, 0.0)
+    assert head_summary(prev[:, :, :1, :1], 0, 0) == (1.0, 1.0, 1.0)   # one token: itself, first
     fig = plot_attention(prev, 0, 0, list("abcde"))
     ax = fig.axes[0]
-    assert "previous 100%" in ax.get_title() and [x.get_text() for x in ax.get_xticklabels()] == list("abcde")
+    assert "previous 100%" in ax.get_title()
+    assert [x.get_text() for x in ax.get_xticklabels()] == list("abcde")
     assert np.ma.is_masked(ax.images[0].get_array()[0, 1])         # the future is left blank
 
 
@@ -107,7 +109,8 @@ def test_filter_stages_name_the_filter_that_removed_each_token() -> None:
     assert st.removed_by == ["", "", "", "", "min-p", "top-p"] + ["top-k"] * 4
     assert st.survivors == {"top-k": 6, "top-p": 5, "min-p": 4}
     np.testing.assert_allclose(st.p, p / p.sum())
-    assert np.array_equal(st.q, Sampler(temperature=0.6, top_k=6, top_p=0.9, min_p=0.25).probs(logits))
+    sampler = Sampler(temperature=0.6, top_k=6, top_p=0.9, min_p=0.25)
+    assert np.array_equal(st.q, sampler.probs(logits))
 
 
 def test_next_token_explorer_redraws_on_each_slider() -> None:
@@ -120,8 +123,8 @@ def test_next_token_explorer_redraws_on_each_slider() -> None:
     assert len(fig.axes[0].patches) == 16                           # 8 model bars, 8 sampler bars
     box = next_token_explorer(m, "The capital of France is", n_show=8)
     assert "llmnb-next-token-explorer" in box._dom_classes
-    prompt, (temp, k), (p, mp), image, status = (box.children[0], box.children[1].children,
-                                                 box.children[2].children, *box.children[3:])
+    (temp, k), (p, mp), image, status = (box.children[1].children, box.children[2].children,
+                                         *box.children[3:])
     for slider, value in ((temp, 0.5), (k, 3), (p, 0.5), (mp, 0.2)):
         before = image.value
         slider.value = value
@@ -139,7 +142,8 @@ def runs() -> tuple[llmnb.Model, dict[str, llmnb.diffusion.DiffusionResult]]:
                for n in (1, 8)}
 
 
-def test_commit_steps_agree_with_the_history_and_the_stats(runs) -> None:  # type: ignore[no-untyped-def]
+def test_commit_steps_agree_with_the_history_and_the_stats(
+        runs) -> None:  # type: ignore[no-untyped-def]
     from llmnb.widgets import commit_steps
 
     m, results = runs
@@ -152,7 +156,8 @@ def test_commit_steps_agree_with_the_history_and_the_stats(runs) -> None:  # typ
     assert (commit_steps(results["1 steps"], mask) == 1).all()
 
 
-def test_step_entropies_are_the_entropies_of_each_step_s_starting_canvas(runs) -> None:  # type: ignore[no-untyped-def]
+def test_step_entropies_are_the_entropies_of_each_step_s_starting_canvas(
+        runs) -> None:  # type: ignore[no-untyped-def]
     from llmnb.widgets import commit_steps, step_entropies
 
     m, results = runs
@@ -165,12 +170,13 @@ def test_step_entropies_are_the_entropies_of_each_step_s_starting_canvas(runs) -
     masked = r.history[s - 1] == mask
     np.testing.assert_allclose(h[s, masked], entropy(logits[masked]), rtol=1e-4, atol=1e-4)
     assert np.isnan(h[s, ~masked]).all()
-    assert np.isfinite(h[0]).all()                                  # step 1 sees every position masked
+    assert np.isfinite(h[0]).all()                              # step 1 sees every position masked
     committed = commit_steps(r, mask)
     assert all(np.isfinite(h[committed[i] - 1, i]) for i in range(len(committed)))
 
 
-def test_canvas_html_and_plot_show_a_step_and_the_viewer_moves_with_its_slider(runs) -> None:  # type: ignore[no-untyped-def]
+def test_canvas_html_and_plot_show_a_step_and_the_viewer_moves_with_its_slider(
+        runs) -> None:  # type: ignore[no-untyped-def]
     from llmnb.widgets import canvas_html, canvas_run, canvas_viewer, plot_canvas
 
     m, results = runs

@@ -17,15 +17,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llmnb.output import OutputPathError, atomic_path
+
 # Columns shown per known section (header, key, format); other keys are left to the JSON.
 COLUMNS: dict[str, list[tuple[str, str, str]]] = {
-    "gguf": [("model", "model", ""), ("llmnb s", "llmnb_s", ".3f"), ("gguf-py s", "gguf_py_s", ".3f"),
-             ("speed-up", "ratio", ".1f")],
+    "gguf": [("model", "model", ""), ("llmnb s", "llmnb_s", ".3f"),
+             ("gguf-py s", "gguf_py_s", ".3f"), ("speed-up", "ratio", ".1f")],
     "ar": [("model", "model", ""), ("threads", "threads", ""), ("weights", "weights", ""),
            ("prefill tok/s", "prefill_tok_s", ".0f"), ("decode tok/s", "decode_tok_s", ".1f"),
            ("vs f32", "vs_f32", ".2f"), ("llama.cpp tg", "llama_cpp_tg", ".1f"),
            ("tg ratio", "tg_ratio", ".2f"), ("MB read per token", "weight_bytes", "mb"),
-           ("roofline tok/s", "roofline_tok_s", ".1f"), ("decode / roofline", "decode_vs_roofline", ".0%"),
+           ("roofline tok/s", "roofline_tok_s", ".1f"),
+           ("decode / roofline", "decode_vs_roofline", ".0%"),
            ("RSS above baseline / file", "rss_above_baseline_vs_file", ".2f")],
     "diffusion": [("threads", "threads", ""), ("B", "B", ""), ("weights", "weights", ""),
                   ("step ms", "step_ms", ".0f"),
@@ -36,11 +39,13 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                   ("of measured sgemm", "mfu", ".0%"), ("products alone ms", "products_ms", ".0f"),
                   ("F32 copy / products alone", "f32_ratio_bound", ".2f")],
     "scaling": [("threads", "threads", ""), ("AR decode tok/s", "ar_decode_tok_s", ".1f"),
-                ("AR scaling", "ar_scaling", ".2f"), ("diffusion step ms", "diffusion_step_ms", ".0f"),
+                ("AR scaling", "ar_scaling", ".2f"),
+                ("diffusion step ms", "diffusion_step_ms", ".0f"),
                 ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
                 ("diffusion scaling", "diffusion_scaling", ".2f")],
     "cache": [("model", "model", ""), ("answers", "kind", ""), ("setting", "setting", ""),
-              ("n", "prompts", ""), ("valid", "validity", ".1%"), ("exact match", "accuracy", ".1%"),
+              ("n", "prompts", ""), ("valid", "validity", ".1%"),
+              ("exact match", "accuracy", ".1%"),
               ("mean steps", "nfe", ".2f"), ("mean steps", "mean_steps", ".2f"),
               ("s per prompt", "seconds", ".3f"), ("speed-up", "speedup", ".2f"),
               ("fidelity", "fidelity", ".1%")],
@@ -63,13 +68,14 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
 }
 TITLES = {
     "gguf": "Opening a model file: llmnb's reader vs gguf-py's GGUFReader",
-    "quant": "Quantization kernels vs gguf-py (`gguf.quants`), 1 thread; speed-up = gguf-py time / llmnb time",
+    "quant": "Quantization kernels vs gguf-py (`gguf.quants`), 1 thread; speed-up = gguf-py "
+             "time / llmnb time",
     "ar": "AR generation (prompt 128, decode 32), quantized and f32 weights side by side; "
           "roofline = the machine's read roof at that thread count (the table above) / weight "
           "bytes read per token",
-    "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B masked), "
-                 "against llama.cpp's fastest path, its all-F32 copy, first; GFLOP/s as a fraction of "
-                 "sgemm measured in the same run",
+    "diffusion": "One uncached diffusion step, SmolLM2-135M relabelled as LLaDA (prompt 32 + B "
+                 "masked), against llama.cpp's fastest path, its all-F32 copy, first; GFLOP/s as "
+                 "a fraction of sgemm measured in the same run",
     "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
     "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (every 2nd held-out "
              "prompt, 48 positions, 16 even steps, 1 thread); speed-up and fidelity against the "
@@ -77,13 +83,14 @@ TITLES = {
     "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt ({windows}, 1 "
           "thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
     "spec": "Speculative decoding vs plain greedy decoding on the same weights, identical tokens "
-            "asserted; speed-up = plain / speculative wall time of the whole generate call, geometric "
-            "mean over the set (one row per set; the JSON has every prompt); verify = the product a "
-            "batch of draft rows goes through (kernels: the quantized blocks; wide: float32 copies "
-            "multiplied as W @ X.T)",
+            "asserted; speed-up = plain / speculative wall time of the whole generate call, "
+            "geometric mean over the set (one row per set; the JSON has every prompt); verify = "
+            "the product a batch of draft rows goes through (kernels: the quantized blocks; "
+            "wide: float32 copies multiplied as W @ X.T)",
     "ladder": "Training-free parallel decoding on the tiny diffusion models (48 positions, 1 "
               "thread); reference = 16 steps of low_confidence without a cache; fidelity = tokens "
-              "equal to the reference's; speed-up = the reference's denoising time over the method's",
+              "equal to the reference's; speed-up = the reference's denoising time over the "
+              "method's",
 }
 
 
@@ -154,25 +161,29 @@ def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
 KERNEL_COLUMNS = [("type", "type", ""), ("bytes/weight read", "bytes_per_weight", ".3f"),
                   ("in the file", "file_bytes_per_weight", ".3f"), ("MB read", "MB_read", ".0f"),
                   ("kernel ms", "kernel_ms", ".1f"), ("GB/s", "GB_s", ".1f"),
-                  ("numpy f32 GEMV ms", "numpy_f32_ms", ".1f"), ("vs numpy f32", "vs_numpy_f32", ".2f")]
+                  ("numpy f32 GEMV ms", "numpy_f32_ms", ".1f"),
+                  ("vs numpy f32", "vs_numpy_f32", ".2f")]
 CURVE_COLUMNS = [("rows T", "rows", ""), ("type", "type", ""),
                  ("quantized kernels, decode steps", "quantized_steps", ".2f"),
-                 ("dequantize + sgemm, decode steps", "dense_steps", ".2f"), ("faster", "faster", "")]
+                 ("dequantize + sgemm, decode steps", "dense_steps", ".2f"),
+                 ("faster", "faster", "")]
 
 
 def quant_table(rows: list[dict[str, Any]]) -> list[str]:
     """One line per type: dequantize and quantize speed-ups, llmnb's dequantize rate; then the
     kernels' matrix-vector table and the cost curve c(T), when the JSON has them."""
     out = convert_table([r for r in rows if "op" in r])
-    for cols, key, title in ((KERNEL_COLUMNS, "GB_s", "Products on quantized blocks (llmnb.kernels), "
-                              "one decode step's matrices (SmolLM2 shapes, 30 layers): GB/s of the "
-                              "bytes read, against numpy's float32 GEMV in the same run"),
+    for cols, key, title in ((KERNEL_COLUMNS, "GB_s", "Products on quantized blocks "
+                              "(llmnb.kernels), one decode step's matrices (SmolLM2 shapes, 30 "
+                              "layers): GB/s of the bytes read, against numpy's float32 GEMV in "
+                              "the same run"),
                              (CURVE_COLUMNS, "rows", "c(T): T rows through one layer's Q4_1 "
                               "matrices, in one-row products")):
         part = [r for r in rows if key in r]
         if part:
             out += ["", title + ":", ""]
-            out += table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in part])
+            cells = [[cell(r.get(k), f) for _, k, f in cols] for r in part]
+            out += table([h for h, _, _ in cols], cells)
     return out
 
 
@@ -186,7 +197,8 @@ def convert_table(rows: list[dict[str, Any]]) -> list[str]:
         rate = d["n_elements"] / d["llmnb_s"] / 1e6 if d else None
         out.append([t, cell(d and d.get("ratio"), ".1f"), cell(q and q.get("ratio"), ".1f"),
                     cell(rate, ".0f")])
-    return table(["type", "dequantize speed-up", "quantize speed-up", "llmnb dequantize Melem/s"], out)
+    return table(["type", "dequantize speed-up", "quantize speed-up",
+                  "llmnb dequantize Melem/s"], out)
 
 
 def machine_lines(m: dict[str, Any], repeats: Any) -> list[str]:
@@ -195,13 +207,15 @@ def machine_lines(m: dict[str, Any], repeats: Any) -> list[str]:
     env = (f"OPENBLAS_CORETYPE={m.get('OPENBLAS_CORETYPE') or 'unset'}, "
            f"OPENBLAS_L2_SIZE={m.get('OPENBLAS_L2_SIZE') or 'unset'}")
     caches = ", ".join(f"{k} {v >> 10} KiB" for k, v in m.get("caches", {}).items())
-    lines = [f"Machine: {m['cpu']}, {m['physical_cores']} physical cores ({m['logical_cpus']} logical); "
-             f"caches {caches}; {blas}; {env}; Python {m['python']}, numpy {m['numpy']}, "
-             f"llmnb compiled: {m['compiled']}. Measured {m['measured_at']}; every figure is the "
-             f"median of {repeats} runs after a warm-up.", ""]
+    lines = [f"Machine: {m['cpu']}, {m['physical_cores']} physical cores "
+             f"({m['logical_cpus']} logical); caches {caches}; {blas}; {env}; "
+             f"Python {m['python']}, numpy {m['numpy']}, llmnb compiled: {m['compiled']}. "
+             f"Measured {m['measured_at']}; every figure is the median of {repeats} runs after "
+             "a warm-up.", ""]
     read = m.get("read_gbs") or m["gemv_gbs"]        # older JSON: no read roof, GEMV's
-    rows = [[t, cell(m["sgemm_gflops"][t], ".0f"), cell(read[t], ".1f"), cell(m["gemv_gbs"][t], ".1f"),
-             cell(m["triad_gbs"][t], ".1f"), cell(m["copy_gbs"][t], ".1f"),
+    rows = [[t, cell(m["sgemm_gflops"][t], ".0f"), cell(read[t], ".1f"),
+             cell(m["gemv_gbs"][t], ".1f"), cell(m["triad_gbs"][t], ".1f"),
+             cell(m["copy_gbs"][t], ".1f"),
              cell(m["sgemm_gflops"][t] / read[t], ".1f")] for t in m["sgemm_gflops"]]
     return lines + table(["threads", "sgemm GFLOP/s (measured: the compute roof)",
                           "read GB/s (the memory roof)", "GEMV GB/s", "triad GB/s", "copy GB/s",
@@ -222,7 +236,8 @@ def markdown(data: dict[str, Any], plot: Path | None, command: str | None = None
             rows = with_roofline(rows, data["machine"])
         out += ["", f"### {name}: {title(name, rows)}", ""] + section_table(name, rows)
     if plot is not None:
-        out += ["", f"![decode and diffusion steps on this machine's roofline; thread scaling]({plot.as_posix()})"]
+        alt = "decode and diffusion steps on this machine's roofline; thread scaling"
+        out += ["", f"![{alt}]({plot.as_posix()})"]
     return "\n".join(out) + "\n"
 
 
@@ -251,8 +266,8 @@ def figure(data: dict[str, Any], path: Path) -> None:
             if r["threads"] != 1 or r.get("model", "smollm2-135m") != "smollm2-135m":
                 continue
             b = r["weight_bytes"] / weights if "weight_bytes" in r else 4.0
-            decode = dataclasses.replace(rl.ar_decode(config, b, AR_CONTEXT),
-                                         name=f"decode, {r.get('weights', 'f32')} ({b:.2f} B/weight)")
+            name = f"decode, {r.get('weights', 'f32')} ({b:.2f} B/weight)"
+            decode = dataclasses.replace(rl.ar_decode(config, b, AR_CONTEXT), name=name)
             workloads.append(decode)
             placed.append(rl.place(decode, 1 / r["decode_tok_s"], roof))
         for r in data.get("diffusion", []):
@@ -265,15 +280,15 @@ def figure(data: dict[str, Any], path: Path) -> None:
                         "per weight; diffusion steps with float32 sgemm)")
     points = []
     for r in data.get("scaling", []):
-        points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"], r["ar_decode_tok_s"], 1,
-                                   r["ar_scaling"]))
+        points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"],
+                                   r["ar_decode_tok_s"], 1, r["ar_scaling"]))
         points.append(ScalingPoint(DIFFUSION, r["threads"], r["diffusion_step_ms"] / 1e3,
                                    r["diffusion_tok_s"], DIFF_PROMPT + 64, r["diffusion_scaling"]))
-    plot_scaling(points, facts.threads, axes=(fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])))
+    plot_scaling(points, facts.threads,
+                 axes=(fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=72, format="png")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=72, format="png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,7 +307,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     if a.plot is not None:
-        figure(data, a.plot)
+        try:
+            figure(data, a.plot)
+        except OutputPathError as e:
+            print(f"bench_readme: --plot {e}", file=sys.stderr)
+            return 2
     sys.stdout.write(markdown(data, a.plot, a.command))
     return 0
 

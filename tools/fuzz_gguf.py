@@ -195,7 +195,8 @@ def condensed(f: GGUFFile, clip: int = 24, max_tensors: int = 12) -> bytes:
         ne = [block * (1 + len(infos) % 2)] + ([2] if len(t.shape) > 1 else [])
         nbytes = ne[0] // block * bsize * (ne[1] if len(ne) > 1 else 1)
         infos.append(_s(t.name.encode()) + struct.pack("<I", len(ne))
-                     + struct.pack(f"<{len(ne)}Q", *ne) + struct.pack("<IQ", t.ggml_type, len(data)))
+                     + struct.pack(f"<{len(ne)}Q", *ne)
+                     + struct.pack("<IQ", t.ggml_type, len(data)))
         chunk = bytes(random.Random(len(data)).randrange(256) for _ in range(nbytes))
         data += chunk + b"\0" * (-len(chunk) % align)
     head = b"GGUF" + struct.pack("<IQQ", f.version, len(infos), len(kvs)) + b"".join(kvs)
@@ -227,8 +228,8 @@ def synthetic() -> bytes:
                                 ("c.weight", 8, [32, 3])):
         block, bsize = GGML_BLOCK_SIZES[ggml_type]
         nbytes = ne[0] // block * bsize * (ne[1] if len(ne) > 1 else 1)
-        infos.append(_s(name.encode()) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
-                     + struct.pack("<IQ", ggml_type, len(data)))
+        infos.append(_s(name.encode()) + struct.pack("<I", len(ne))
+                     + struct.pack(f"<{len(ne)}Q", *ne) + struct.pack("<IQ", ggml_type, len(data)))
         data += bytes(i % 251 for i in range(nbytes))
         data += b"\0" * (-len(data) % 64)
     head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kvs)) + b"".join(kvs) + b"".join(infos)

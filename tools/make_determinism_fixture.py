@@ -93,7 +93,8 @@ def main() -> int:
                 for seed in range(3):
                     undo = perturbed(model, seed)
                     try:
-                        robust &= run_case(model, spec["kind"], prompts[family], spec["args"]) == ids
+                        got = run_case(model, spec["kind"], prompts[family], spec["args"])
+                        robust &= got == ids
                     finally:
                         undo()
                 print(f"{spec['model']:<11} {spec['kind']:<8} {family:<13} robust={robust} "

@@ -5,7 +5,7 @@ markdown (`![...](figures/NAME.svg)`). Byte counts come from the package (`llmnb
 `llmnb.gguf` constants), so a drawing cannot disagree with the code it explains.
 
     python tools/make_figures.py            # (re)write every figure
-    python tools/make_figures.py --check    # draw into a temp folder; exit 1 if any committed figure differs
+    python tools/make_figures.py --check    # draw into a temp folder; exit 1 if any differs
     python tools/make_figures.py --png DIR  # also write PNG previews into DIR
 
 Needs matplotlib (the notebooks extra). The SVGs are byte-for-byte reproducible with the
@@ -30,7 +30,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noq
 import numpy as np  # noqa: E402
 
 from llmnb.ar import Sampler  # noqa: E402
-from llmnb.quant import FORMATS  # noqa: E402
+from llmnb.diffusion.schedulers import entropy_bound_pick  # noqa: E402
+from llmnb.gguf.constants import GGMLType  # noqa: E402
+from llmnb.quant import FORMATS, dequantize, quantize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "figures"
@@ -274,7 +276,8 @@ def block_layouts() -> Figure:
         label(ax, x + 0.4, y + 0.7, f"{total} B / {fmt.block_size} weights = "
               f"{fmt.bits_per_weight:.4g} bits per weight", size=7.5, ha="left", color=MUTED)
 
-    label(ax, 0.6, 24.4, "blocks of 32 weights (bytes drawn 4x wider than for the super-blocks below)",
+    label(ax, 0.6, 24.4,
+          "blocks of 32 weights (bytes drawn 4x wider than for the super-blocks below)",
           size=8, color=MUTED, ha="left")
     for i, n in enumerate(legacy):
         row(n, 22.2 - i * 1.9, 0.6)
@@ -323,7 +326,8 @@ def _learn_merges(corpus: dict[str, int], n: int) -> list[tuple[str, str]]:
 def bpe_merges() -> Figure:
     merges = _learn_merges(TOY_CORPUS, 6)
     word = "lowest"
-    fig, ax = canvas(40, 17, f"Encoding \"{word}\" with the toy corpus's merges, in the order learned")
+    fig, ax = canvas(40, 17,
+                     f"Encoding \"{word}\" with the toy corpus's merges, in the order learned")
     pieces = [(c, i, i + 1) for i, c in enumerate(word)]          # (text, first, end) columns
     col = 3.2
     y = 13.0
@@ -511,7 +515,8 @@ def sampler_chain() -> Figure:
               (f"top-k = {k}", "the k most likely", Sampler(top_k=k)),
               (f"top-p = {top_p}", "smallest set whose\nmass reaches p",
                Sampler(top_k=k, top_p=top_p)),
-              (f"min-p = {min_p}", "p >= min_p x p_max", Sampler(top_k=k, top_p=top_p, min_p=min_p)),
+              (f"min-p = {min_p}", "p >= min_p x p_max",
+               Sampler(top_k=k, top_p=top_p, min_p=min_p)),
               (f"temperature {temp}", "softmax(z / temp)\nover the survivors",
                Sampler(temperature=temp, top_k=k, top_p=top_p, min_p=min_p)),
               ("draw", "a seeded generator", Sampler(temperature=temp, top_k=k, top_p=top_p,
@@ -535,6 +540,204 @@ def sampler_chain() -> Figure:
         x += 7.4
     label(ax, 23, 0.6, "the filters look at the temperature-1 distribution, so temperature "
           "changes the shares of the survivors, never which tokens survive", size=7.5)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 07 · perplexity: the next token's probability, windows and the half rule, re-quantizing
+# ------------------------------------------------------------------------------------------------
+
+def next_token_nll() -> Figure:
+    fig, ax = canvas(46, 18, "Perplexity: the probability the model gave each next token of the text")
+    words = ["It", "is", "a", "truth", "universally", "acknowledged"]
+    n, c, gap, x0 = len(words), 5.0, 0.6, 5.4
+    ty, dy = 13.4, 4.6
+    label(ax, x0 - 0.5, ty + 0.8, "the text", size=8, ha="right")
+    label(ax, x0 - 0.5, dy + 2.4, "logits", size=8, ha="right")
+    label(ax, x0 + c / 2, dy + 2.6, "nothing before x0\npredicts it", size=7, color=MUTED)
+    rng = np.random.default_rng(7)                  # bars: a few of the vocabulary's tokens
+    for t in range(n + 1):
+        bx = x0 + t * (c + gap)
+        if t < n:
+            box(ax, bx, ty, c, 1.6, f"x{t} = {words[t]}", fc=ROLE["prompt"], round_=False, size=7.2)
+        if t == 0:
+            continue
+        row = t - 1                                 # row t-1 predicts the token above it, x[t]
+        box(ax, bx, dy, c, 5.2, "", fc="white", ec="#bbbbbb")
+        label(ax, bx + c / 2, dy - 0.6, f"row {row}: p( · | x0..x{row})" if row else
+              "row 0: p( · | x0)", size=6.9)
+        probs = rng.dirichlet(np.full(6, 0.6))
+        true = int(rng.integers(0, 6))
+        for k, pk in enumerate(probs):
+            hot = k == true and t < n
+            ax.add_patch(Rectangle((bx + 0.45 + k * 0.72, dy + 0.5), 0.52, 0.3 + 3.0 * pk,
+                                   fc="#e6550d" if hot else "#9ecae1", ec="none"))
+        if t < n:
+            bar_x = bx + 0.71 + true * 0.72
+            arrow(ax, (bar_x, dy + 0.95 + 3.0 * probs[true]), (bar_x, ty), color="#e6550d", lw=0.9)
+            label(ax, bar_x + 0.3, (dy + 5.2 + ty) / 2, f"-log p(x{t})", size=7.5, color="#e6550d",
+                  ha="left")
+        else:
+            label(ax, bx + c / 2, (dy + 5.2 + ty) / 2, "predicts past the\ntext: not scored",
+                  size=7, color=MUTED)
+    label(ax, 23, 1.9, "NLL = the mean of -log p(x[t+1] | x0..x[t]) over the scored tokens, in nats"
+          " per token;   perplexity = exp(NLL)", size=8.2)
+    label(ax, 23, 0.7, "orange: the token the text really has next; a perplexity of 20 is as unsure "
+          "as a uniform pick among 20 tokens", size=7.5, color=MUTED)
+    return fig
+
+
+def windows_half_rule() -> Figure:
+    fig, ax = canvas(46, 15.4, "A long text in windows of ctx tokens, one forward pass each; "
+                     "which tokens each rule scores", title_size=10.5)
+    ctx, n_win, c, gap, wgap, x0 = 8, 3, 1.25, 0.1, 1.2, 7.6
+    scored, seen, first = "#31a354", "#d9d9d9", "white"
+    for rule, y, note in [("half", 8.8, "tokens ctx/2+1 .. ctx-1: ctx/2 - 1 per window, each "
+                           "predicted from at least ctx/2 tokens (llama-perplexity)"),
+                          ("full", 3.6, "tokens 1 .. ctx-1: the first ones, predicted from "
+                           "almost nothing, pull the average up")]:
+        label(ax, 0.8, y + c / 2, f'rule="{rule}"', size=8.5, ha="left", weight="bold")
+        for w in range(n_win):
+            wx = x0 + w * (ctx * (c + gap) + wgap)
+            for j in range(ctx):
+                on = j >= ctx // 2 + 1 if rule == "half" else j >= 1
+                ax.add_patch(Rectangle((wx + j * (c + gap), y), c, c,
+                                       fc=scored if on else first if j == 0 else seen,
+                                       ec="#999999", lw=0.6))
+            if rule == "half":
+                brace(ax, wx, wx + ctx * (c + gap) - gap, y + c + 0.25, f"window {w + 1}", up=True,
+                      size=7.5)
+            if w == 0:
+                for j in range(ctx):
+                    label(ax, wx + j * (c + gap) + c / 2, y - 0.35, str(j), size=6, color=MUTED)
+        label(ax, x0, y - 0.9, note, size=7.5, ha="left", color=MUTED, va="top")
+    legend(ax, 1.0, 0.6, [(scored, "scored: its -log p is in the average"),
+                          (seen, "predicted, not scored"),
+                          (first, "a window's first token: nothing before it")], 14.5)
+    label(ax, 45.2, 12.6, f"ctx = {ctx} here; each window starts with no context", size=7.5,
+          ha="right", color=MUTED)
+    return fig
+
+
+def requantize() -> Figure:
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.0, 0.02, 32).astype(np.float32)                   # one block of weights
+    block41 = quantize(x, GGMLType.Q4_1)                               # d (f16), m (f16), 16 bytes
+    q41 = dequantize(block41, GGMLType.Q4_1, (32,))                    # the file's values
+    d41, m41 = (float(v) for v in block41[:4].view(np.float16))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), sharey=True)
+    shown = np.arange(16)
+    for ax, name in zip(axes, ("Q8_0", "Q4_0")):
+        ggml = getattr(GGMLType, name)
+        block = quantize(q41, ggml)
+        again = dequantize(block, ggml, (32,))
+        for level in m41 + d41 * np.arange(16):                        # Q4_1: m + d q, q = 0..15
+            ax.axhline(level, color="#6baed6", lw=0.6, zorder=1)
+        if name == "Q4_0":
+            d40 = float(block[:2].view(np.float16)[0])
+            for level in d40 * (np.arange(16) - 8):                    # Q4_0: d (q - 8)
+                ax.axhline(level, color="#fdae6b", lw=0.8, ls="--", zorder=0)
+        ax.vlines(shown, q41[shown], again[shown], color="#e6550d", lw=1.6, zorder=2)
+        ax.scatter(shown, q41[shown], s=22, color="#3182bd", zorder=3,
+                   label="the Q4_1 file's value, on Q4_1's 16 levels (blue lines)")
+        ax.scatter(shown, again[shown], s=26, marker="x", color="#e6550d", zorder=4,
+                   label="re-quantized")
+        rms = float(np.sqrt(np.mean((again - q41) ** 2)))
+        grid = ("its 255 levels too close to draw" if name == "Q8_0"
+                else "its 16 levels dashed orange")
+        ax.set_title(f"Q4_1 -> {name} ({grid}):\nextra error {rms / abs(d41):.2f} of a Q4_1 step "
+                     "(rms over the block)", fontsize=8.5)
+        ax.set_xlabel("weight (16 of the block's 32)")
+        ax.set_xticks(shown[::3])
+    axes[0].set_ylabel("value")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncols=2, fontsize=8, frameon=False)
+    fig.suptitle("Re-quantizing a Q4_1 block rounds it a second time, onto another grid",
+                 fontsize=10.5, weight="bold")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 08 · the roofline, before any measurement
+# ------------------------------------------------------------------------------------------------
+
+PEAK, BANDWIDTH = 100.0, 20.0             # illustrative roofs: GFLOP/s and GB/s (08 measures them)
+
+
+def roofline_axes(ax: Axes, points: Sequence[tuple[str, float, str, tuple[float, float]]]) -> None:
+    """Both roofs on log axes, the ridge marked, and `points` (label, AI, colour, text offset in
+    points) placed on the roof: a workload's best speed at its arithmetic intensity."""
+    ai = np.logspace(-1, 3, 200)
+    ax.loglog(ai, np.minimum(PEAK, ai * BANDWIDTH), color=INK, lw=1.6)
+    ridge = PEAK / BANDWIDTH
+    ax.axvline(ridge, color=MUTED, lw=0.8, ls=":")
+    ax.annotate(f"ridge: AI = peak / bandwidth\n= {ridge:g} FLOP per byte", (ridge, 1.2),
+                xytext=(6, 0), textcoords="offset points", fontsize=7.5, color=MUTED)
+    ax.annotate("memory roof: AI x bandwidth", (0.25, 0.25 * BANDWIDTH), xytext=(0.12, 60),
+                fontsize=7.5, color=INK, arrowprops={"arrowstyle": "-", "color": INK, "lw": 0.6})
+    ax.text(60, PEAK * 1.12, "compute roof: peak FLOP/s", fontsize=7.5, color=INK, ha="center")
+    for text, x, color, offset in points:
+        y = min(PEAK, x * BANDWIDTH)
+        ax.scatter([x], [y], s=40, color=color, zorder=3)
+        ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7.5,
+                    color=color, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6})
+    ax.fill_betweenx([0.5, 500], 0.1, ridge, color="#fdd0a2", alpha=0.25, lw=0)
+    ax.fill_betweenx([0.5, 500], ridge, 1000, color="#c6dbef", alpha=0.3, lw=0)
+    ax.text(0.16, 320, "memory-bound: waits for bytes", fontsize=7.5, color="#a63603")
+    ax.text(ridge * 1.3, 320, "compute-bound: waits for arithmetic", fontsize=7.5, color="#08519c")
+    ax.set_xlim(0.1, 1000)
+    ax.set_ylim(0.5, 500)
+    ax.set_xlabel("arithmetic intensity AI (FLOPs per byte read)")
+    ax.set_ylabel("attainable GFLOP/s")
+
+
+def roofline_ridge() -> Figure:
+    fig, ax = plt.subplots(figsize=(8.2, 4.6))
+    roofline_axes(ax, [
+        ("decode, float32 weights (b = 4):\nAI = 2 / b = 0.5", 2 / 4, "#a63603", (18, -34)),
+        ("decode, Q4_1 (b = 0.625):\nAI = 2 / b = 3.2", 2 / 0.625, "#e6550d", (12, -30)),
+        ("prefill of 64 tokens, float32:\nAI = 2 x 64 / b = 32", 2 * 64 / 4, "#08519c",
+         (-10, -48))])
+    ax.set_title("The roofline: a workload's best speed = min(peak, AI x bandwidth)\n"
+                 "(illustrative roofs; notebook 08 measures this machine's)", fontsize=9.5)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 09 · one quantized block times the activations
+# ------------------------------------------------------------------------------------------------
+
+def q4_0_dot() -> Figure:
+    fig, ax = canvas(46, 22, "One Q4_0 block times 32 activations: the scale is applied once per "
+                     "block", title_size=10.5)
+    # the block's bytes
+    x0 = 9.0
+    box(ax, x0, 17.2, 3.0, 1.6, "d", fc=FIELD["d"], round_=False, size=8, color="white")
+    for i in range(16):
+        ax.add_patch(Rectangle((x0 + 3.0 + i * 1.2, 17.2), 1.2, 1.6, fc=FIELD["qs"], ec="white",
+                               lw=0.8))
+    label(ax, x0 - 0.5, 18.0, "block j of a row", size=8, ha="right", weight="bold")
+    label(ax, x0 + 1.5, 16.6, "f16 scale,\n2 bytes", size=7, color=MUTED, va="top")
+    label(ax, x0 + 3.0 + 9.6, 16.6, "16 bytes: 32 quants q of 4 bits (0..15); weight i = d (q_i - 8)",
+          size=7, color=MUTED, va="top")
+    label(ax, 44.5, 18.0, "18 bytes for 32 weights:\n0.5625 bytes per weight", size=7.5,
+          ha="right", color=MUTED)
+    for x, title, inputs, product, scale, fc in [
+            (1.0, "float path", "the block's q_i - 8, unpacked\nand converted to float",
+             "s = sum_i (q_i - 8) x_i\nfloat multiply-adds", "y += d s", FILE),
+            (24.0, "integer path (llama.cpp's)", "the q_i - 8 stay small integers; x in 8-bit "
+             "blocks,\nx_i = d_x x8_i, made once per product", "s = sum_i (q_i - 8) x8_i\ninteger multiply-adds",
+             "y += (d d_x) s", PERF)]:
+        label(ax, x, 13.0, title, size=9, weight="bold", ha="left")
+        box(ax, x, 9.0, 21.0, 3.0, inputs + ("" if x > 1 else ""), fc=AR if x > 1 else FILE,
+            size=7.5)
+        box(ax, x, 4.6, 21.0, 3.0, product, fc=fc, size=7.5)
+        box(ax, x, 0.6, 21.0, 2.6, scale + ": one scale per block", fc=DIFF, size=7.5)
+        arrow(ax, (x + 10.5, 9.0), (x + 10.5, 7.6))
+        arrow(ax, (x + 10.5, 4.6), (x + 10.5, 3.2))
+        arrow(ax, (x + 10.5, 15.0), (x + 10.5, 12.0), color=MUTED)
     return fig
 
 
@@ -596,8 +799,8 @@ def verify_tree() -> Figure:
 # ------------------------------------------------------------------------------------------------
 
 def kv_groups() -> Figure:
-    fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and the "
-          "middle by Score Sum", title_size=10.5)
+    fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and "
+                     "the middle by Score Sum", title_size=10.5)
     n, sinks, recent, budget = 24, 2, 5, 11
     score = [0.9, 0.7, 0.2, 0.6, 0.1, 0.3, 1.4, 0.2, 0.15, 0.9, 0.25, 0.1, 1.1, 0.3, 0.2, 0.7,
              0.1, 0.5, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
@@ -714,6 +917,141 @@ def active_set() -> Figure:
     return fig
 
 
+# ------------------------------------------------------------------------------------------------
+# 13 · Dream reads its logits shifted by one
+# ------------------------------------------------------------------------------------------------
+
+def dream_shift() -> Figure:
+    fig, ax = canvas(44, 20, "Dream reads its logits shifted by one: row i - 1 proposes the token at "
+                     "position i", title_size=10.5)
+    toks = ["capital", "of", "France?", "", "", "", ""]
+    P, c, gap, x0 = 3, 4.0, 0.6, 8.0
+    for name, y, shift, note in [
+            ("LLaDA", 11.2, 0, "row i proposes position i: each masked position reads its own row"),
+            ("Dream", 2.6, 1, "row i - 1 proposes position i, as in an AR model: the first canvas "
+             "position reads the prompt's last row")]:
+        label(ax, 1.0, y + 4.2, name, size=9.5, weight="bold", ha="left")
+        for j, t in enumerate(toks):
+            x = x0 + j * (c + gap)
+            box(ax, x, y + 3.6, c, 1.4, t or "▒", fc=ROLE["prompt"] if j < P else ROLE["masked"],
+                round_=False, size=7.5, color=INK if t else MUTED)
+            ax.add_patch(Rectangle((x, y), c, 1.2, fc=MODEL, ec="#999999", lw=0.6))
+            label(ax, x + c / 2, y + 0.6, f"row {j}", size=7)
+            target = j + shift
+            if P <= target < len(toks):
+                tx = x0 + target * (c + gap)
+                arrow(ax, (x + c / 2, y + 1.2), (tx + c / 2, y + 3.6),
+                      color="#e6550d", lw=1.0)
+        label(ax, x0 - 0.5, y + 4.3, "canvas", size=7.5, ha="right", color=MUTED)
+        label(ax, x0 - 0.5, y + 0.6, "logits", size=7.5, ha="right", color=MUTED)
+        label(ax, x0, y - 0.7, note, size=7.5, ha="left", color=MUTED)
+    label(ax, 43.0, 0.6, "▒ a masked position", size=7.5, ha="right", color=MUTED)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 14 · entropy_exit: commit what the model is sure of
+# ------------------------------------------------------------------------------------------------
+
+def entropy_exit_rule() -> Figure:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    tau, n_sched = 1.5, 2
+    steps = [("a step where the model is sure of many positions",
+              [0.05, 0.2, 2.8, 0.4, 3.1, 0.1, 0.9, 2.2, 0.3, 1.2]),
+             ("a step where it is sure of few",
+              [2.9, 1.1, 3.4, 2.6, 2.2, 3.0, 2.4])]
+    for ax, (title, h) in zip(axes, steps):
+        h = np.array(h)
+        easy = int((h < tau).sum())
+        n = max(n_sched, easy)
+        commit = np.argsort(h, kind="stable")[:n]
+        colors = ["#31a354" if j in commit else "#bdbdbd" for j in range(len(h))]
+        ax.bar(np.arange(len(h)), h, color=colors)
+        ax.axhline(tau, color="#e6550d", lw=1.2, ls="--")
+        ax.text(1.01, tau, f"τ = {tau}", color="#e6550d", fontsize=8, va="center",
+                transform=ax.get_yaxis_transform())
+        ax.set_title(f"{title}:\n{easy} below τ, schedule {n_sched} -> commits "
+                     f"max({n_sched}, {easy}) = {n}", fontsize=8.5)
+        ax.set_xticks(np.arange(len(h)), [f"m{j}" for j in range(len(h))], fontsize=7.5)
+        ax.set_xlabel("the masked positions of this step")
+    axes[0].set_ylabel("entropy H of the position's\nnext-token distribution (nats)")
+    handles = [Rectangle((0, 0), 1, 1, color="#31a354"), Rectangle((0, 0), 1, 1, color="#bdbdbd")]
+    fig.legend(handles, ["committed this step (lowest entropy first)", "stays masked"],
+               loc="lower center", ncols=2, fontsize=8, frameon=False)
+    fig.suptitle("entropy_exit: a step commits max(the schedule's count, the positions below τ); "
+                 "the loop ends when no mask is left", fontsize=10, weight="bold")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 16 · EB-Sampler: an entropy budget per step
+# ------------------------------------------------------------------------------------------------
+
+def eb_sampler_rule() -> Figure:
+    h = np.array([0.01, 0.02, 0.03, 1.18, 1.50, 2.10, 2.60, 3.00])      # sorted, lowest first
+    gamma = 0.1
+    admitted = len(entropy_bound_pick(np.arange(len(h)), h, gamma))
+    spent = np.cumsum(h) - np.maximum.accumulate(h)
+    fig, ax = plt.subplots(figsize=(8.6, 4.0))
+    x = np.arange(len(h))
+    ax.bar(x, h, color=["#31a354" if j < admitted else "#bdbdbd" for j in x], width=0.6,
+           label="entropy of the position (nats)")
+    ax.plot(x, spent, "o-", color="#e6550d", label="prefix's sum - its largest (what the rule spends)")
+    ax.axhline(gamma, color="#e6550d", lw=1.0, ls="--")
+    ax.text(1.01, gamma, f"γ = {gamma}", color="#e6550d", fontsize=8, va="center",
+            transform=ax.get_yaxis_transform())
+    ax.annotate("the largest of the prefix is free:\nthis 1.18-nat position is admitted",
+                (3, h[3]), xytext=(0.6, 2.2), fontsize=7.5, color=INK,
+                arrowprops={"arrowstyle": "-", "color": INK, "lw": 0.6})
+    ax.set_ylim(0, 3.4)                                         # the spent line leaves the top
+    ax.set_xticks(x, [f"{v:g}" for v in h])
+    ax.set_xlabel("the masked positions, sorted by entropy (lowest first); labels: their entropy")
+    ax.set_ylabel("nats")
+    ax.set_title(f"EB-Sampler: commit the longest prefix whose entropies, less the largest, sum to "
+                 f"at most γ\n(green: the {admitted} positions this step commits)", fontsize=9.5)
+    ax.legend(fontsize=7.5, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# 17 · the regime inversion: where each engine sits on the roofline, and the break-even
+# ------------------------------------------------------------------------------------------------
+
+def regime_break_even() -> Figure:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.2, 1]})
+    B, b = 64, 0.625
+    roofline_axes(left, [("AR decode: 1 token per pass,\nAI = 2 / b", 2 / b, "#e6550d", (32, -95)),
+                         (f"diffusion step: B = {B} tokens\nper pass, AI = 2 B / b", 2 * B / b,
+                          "#08519c", (-70, -52))])
+    left.set_title("The same weights, read once per pass (b = 0.625 bytes per weight)",
+                   fontsize=9)
+    t_dec, t_step = 10.0, 120.0                                   # illustrative, ms
+    n = np.arange(1, 17)
+    right.plot(n, n * t_step, color="#08519c", label=f"diffusion: n steps x t_step")
+    right.axhline(B * t_dec, color="#e6550d", label=f"AR: B x t_dec")
+    n_star = B * t_dec / t_step
+    right.axvline(n_star, color=MUTED, ls=":", lw=0.9)
+    right.annotate(f"break-even n* = B t_dec / t_step = {n_star:.1f} steps", (n_star, B * t_dec),
+                   xytext=(n_star + 0.8, B * t_dec * 0.4), fontsize=8,
+                   arrowprops={"arrowstyle": "-", "color": INK, "lw": 0.6})
+    right.fill_betweenx([0, 16 * t_step], 1, n_star, color="#c6dbef", alpha=0.35, lw=0)
+    right.text(1.3, 16 * t_step * 0.9, "diffusion\nfinishes first", fontsize=8, color="#08519c",
+               va="top")
+    right.set_xlim(1, 16)
+    right.set_ylim(0, 16 * t_step)
+    right.set_xlabel("denoising steps n for a canvas of B tokens")
+    right.set_ylabel("time for B tokens (ms)")
+    right.set_title(f"Who finishes B = {B} tokens first (illustrative times:\n"
+                    f"t_dec = {t_dec:g} ms per token, t_step = {t_step:g} ms per step)", fontsize=9)
+    right.legend(fontsize=8, loc="center right")
+    fig.suptitle("The regime inversion: AR decode waits for memory, a diffusion step for arithmetic",
+                 fontsize=10.5, weight="bold")
+    fig.tight_layout()
+    return fig
+
+
 FIGURES: dict[str, Callable[[], Figure]] = {
     "00_map": map_of_notebooks,
     "01_gguf_layout": gguf_layout,
@@ -723,10 +1061,19 @@ FIGURES: dict[str, Callable[[], Figure]] = {
     "05_kv_cache": kv_cache,
     "05_prefill_decode": prefill_decode,
     "06_sampler_chain": sampler_chain,
+    "07_next_token_nll": next_token_nll,
+    "07_windows_half_rule": windows_half_rule,
+    "07_requantize": requantize,
+    "08_roofline_ridge": roofline_ridge,
+    "09_q4_0_dot": q4_0_dot,
     "10_verify_tree": verify_tree,
     "11_kv_groups": kv_groups,
     "12_diffusion_loop": diffusion_loop,
+    "13_dream_shift": dream_shift,
+    "14_entropy_exit_rule": entropy_exit_rule,
     "15_active_set": active_set,
+    "16_eb_sampler_rule": eb_sampler_rule,
+    "17_regime_break_even": regime_break_even,
 }
 
 

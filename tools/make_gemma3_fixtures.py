@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from make_oracle_fixtures import (
     convert_model, model_logits, seed_parameters, sha256, versions, write_npz,

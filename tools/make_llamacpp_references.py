@@ -55,8 +55,10 @@ LLAMA_FLASH_ATTN_TYPE_DISABLED = 0
 
 # (hub name, fixture key, chat format, default system prompt of the model: "" for none)
 MODELS: list[tuple[str, str, str, str]] = [
-    ("smollm2-135m", "smollm2", "chatml", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
-    ("qwen2.5-coder-0.5b", "qwen2", "chatml", "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."),
+    ("smollm2-135m", "smollm2", "chatml",
+     "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
+    ("qwen2.5-coder-0.5b", "qwen2", "chatml",
+     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."),
     ("gemma3-270m", "gemma3", "gemma", ""),
 ]
 
@@ -117,11 +119,13 @@ class LlamaContextParams(C.Structure):
     _fields_ = [
         ("n_ctx", C.c_uint32), ("n_batch", C.c_uint32), ("n_ubatch", C.c_uint32),
         ("n_seq_max", C.c_uint32), ("n_rs_seq", C.c_uint32), ("n_outputs_max", C.c_uint32),
-        ("n_outputs_max_per_seq", C.c_uint32), ("n_threads", C.c_int32), ("n_threads_batch", C.c_int32),
+        ("n_outputs_max_per_seq", C.c_uint32), ("n_threads", C.c_int32),
+        ("n_threads_batch", C.c_int32),
         ("ctx_type", C.c_int), ("rope_scaling_type", C.c_int), ("pooling_type", C.c_int),
         ("attention_type", C.c_int), ("flash_attn_type", C.c_int),
-        ("rope_freq_base", C.c_float), ("rope_freq_scale", C.c_float), ("yarn_ext_factor", C.c_float),
-        ("yarn_attn_factor", C.c_float), ("yarn_beta_fast", C.c_float), ("yarn_beta_slow", C.c_float),
+        ("rope_freq_base", C.c_float), ("rope_freq_scale", C.c_float),
+        ("yarn_ext_factor", C.c_float), ("yarn_attn_factor", C.c_float),
+        ("yarn_beta_fast", C.c_float), ("yarn_beta_slow", C.c_float),
         ("yarn_orig_ctx", C.c_uint32), ("defrag_thold", C.c_float),
         ("cb_eval", C.c_void_p), ("cb_eval_user_data", C.c_void_p),
         ("type_k", C.c_int), ("type_v", C.c_int),
@@ -314,7 +318,8 @@ def llamacpp_version(bin_dir: Path) -> str:
 
 
 def git_head() -> str:
-    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                       text=True)
     return r.stdout.strip()
 
 
@@ -349,7 +354,8 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, syste
         run = greedy_run(lib, model, ids, exact_p, n_vocab)
         same_1t = None
         if thread_check:   # the same ids with 1 thread as with N_THREADS?
-            same_1t = greedy_run(lib, model, ids, _with_threads(exact_p, 1), n_vocab)["new_ids"] == run["new_ids"]
+            one = greedy_run(lib, model, ids, _with_threads(exact_p, 1), n_vocab)
+            same_1t = one["new_ids"] == run["new_ids"]
         print(f"  {key} {kind:<5} {len(ids):>3} prompt ids -> {len(run['new_ids'])} new "
               f"({run['stop_reason']}), min margin {min(run['top2_margin']):.4f}, "
               f"{time.perf_counter() - t0:.1f}s", flush=True)
@@ -369,7 +375,8 @@ def greedy_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, syste
             agree += 1
         case["quantized_default"] = {"new_ids": q["new_ids"], "stop_reason": q["stop_reason"],
                                      "new_text": q["new_text"], "agree_with_f32_prefix": agree}
-        print(f"  {key} quantized default: agrees for {agree} of {len(case['new_ids'])} tokens", flush=True)
+        print(f"  {key} quantized default: agrees for {agree} of {len(case['new_ids'])} "
+              "tokens", flush=True)
     lib.llama_model_free(model)
 
     return {
@@ -568,7 +575,8 @@ PPL_RUNS: list[tuple[str, int, int]] = [("f32", 256, 32), ("f32", 512, 16),
                                         ("original", 256, 32), ("original", 512, 16)]
 
 
-def perplexity_run(bin_dir: Path, model: Path, n_ctx: int, chunks: int, exact: bool) -> dict[str, Any]:
+def perplexity_run(
+        bin_dir: Path, model: Path, n_ctx: int, chunks: int, exact: bool) -> dict[str, Any]:
     cmd = [str(bin_dir / "llama-perplexity"), "-m", str(model), "-f", str(TEXT),
            "-c", str(n_ctx), "--chunks", str(chunks), "-t", str(N_THREADS)]
     if exact:
@@ -579,7 +587,8 @@ def perplexity_run(bin_dir: Path, model: Path, n_ctx: int, chunks: int, exact: b
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
     log = r.stdout + r.stderr
     final = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", log)
-    head = re.search(r"calculating perplexity over (\d+) chunks, n_ctx=(\d+), batch_size=(\d+), n_seq=(\d+)", log)
+    head = re.search(r"calculating perplexity over (\d+) chunks, n_ctx=(\d+), "
+                     r"batch_size=(\d+), n_seq=(\d+)", log)
     running = [float(v) for v in re.findall(r"\[\d+\]([0-9.]+)", log)]
     assert final and head, f"unexpected llama-perplexity output:\n{log[-2000:]}"
     shown = ["llama-perplexity", "-m", model.name, "-f", str(TEXT.relative_to(ROOT)), *cmd[5:]]
@@ -610,8 +619,8 @@ def perplexity_fixture(bin_dir: Path, f32_dir: Path, version: str) -> dict[str, 
         "rule": "tokenize the whole file (BOS first if the vocabulary adds one); non-overlapping "
                 "chunks of n_ctx tokens, each chunk's first token replaced by BOS if the "
                 "vocabulary adds BOS; score positions n_ctx/2 .. n_ctx-2 predicting the next "
-                "token (n_ctx - n_ctx/2 - 1 per chunk); PPL = exp(mean NLL over all scored tokens); "
-                "--chunks N processes the first N chunks",
+                "token (n_ctx - n_ctx/2 - 1 per chunk); PPL = exp(mean NLL over all scored "
+                "tokens); --chunks N processes the first N chunks",
         "model": "smollm2-135m",
         "original_file": original.name,
         "original_sha256": sha256(original),

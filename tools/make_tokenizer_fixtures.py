@@ -2,8 +2,8 @@
 
 For each model and each string, runs the local ``llama-tokenize`` (vocabulary only, no
 weights) twice — with ``--no-parse-special`` (control-token text stays text) and without it
-(this llama.cpp's default: control-token text becomes control ids) — and records the ids and the pieces'
-bytes concatenated (llama.cpp's own detokenization, to tell whether it round-trips).
+(this llama.cpp's default: control-token text becomes control ids) — and records the ids and
+the pieces' bytes concatenated (llama.cpp's own detokenization, to tell whether it round-trips).
 Writes ``tests/fixtures/tokenizer/<name>_llamacpp_ids.json``.
 
     python tools/make_tokenizer_fixtures.py --llama-bin /work/llama.cpp/build/bin

@@ -7,8 +7,9 @@ addition, small products), translation EN->FR and EN->ES from a fixed phrase tab
 poems; each answer is a fixed function of the task, never of the phrasing. The multi-answer
 families have several valid answers per prompt, drawn with equal frequency, whose tokens depend
 on each other: a poem about an animal (one of 6), a story about an animal (one of 7), and two or
-three distinct items of a list in any order (42 to 336 answers). Committing positions independently mixes them ("Mars and Mars", half of
-one poem glued to another); that is what a masked diffusion model must denoise in steps for.
+three distinct items of a list in any order (42 to 336 answers). Committing positions
+independently mixes them ("Mars and Mars", half of one poem glued to another); that is what a
+masked diffusion model must denoise in steps for.
 
 The training corpus is regenerated from the seed on every run (``training_examples``), never
 stored; the held-out set (unseen phrasings, unseen addition operand pairs, products with the

@@ -43,7 +43,7 @@ from tiny_corpus import SEED, Example, chatml, read_heldout, training_examples
 from tiny_tokenizer import (ENDOFTEXT, IM_END, MASK, TOKENIZER_PATH, gguf_tokenizer_fields,
                             load_tokenizer)
 
-from llmnb.diffusion.schedules import transfer_count
+from llmnb.diffusion.transfer_schedule import transfer_count
 from llmnb.gguf import open as open_gguf
 from llmnb.gguf.constants import STRING, GGMLType
 from llmnb.gguf.reader import MetadataField

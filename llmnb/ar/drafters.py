@@ -1,6 +1,7 @@
 """Drafters for speculative decoding: cheap guesses of the next K tokens, by name.
 
-Every kind shares the target's vocabulary (``llmnb.ar.draft`` defines a draft and the interface):
+Every kind shares the target's vocabulary (``llmnb.ar.speculative_draft`` defines a draft and
+the interface):
 
 - ``LookupDrafter`` ("lookup") and ``NgramDrafter`` ("ngram", "ngram:N"): copies from the
   context itself, no model (``llmnb.ar.lookup``);
@@ -27,7 +28,7 @@ from typing import SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.ar.draft import Draft, Drafter, extends
+from llmnb.ar.speculative_draft import Draft, Drafter, extends
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.lookup import LookupDrafter, NgramDrafter, lookup
 from llmnb.ar.sampling import Sampler

@@ -93,10 +93,7 @@ class Generator:
         if self.state != LOADED:
             raise GenerationError(f"prefill: expected state {LOADED!r}, in {self.state!r}")
         ids = self.model.check_ids(prompt_ids)
-        if len(ids) >= self.cache.capacity:
-            raise GenerationError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
-                                  f"context of {self.cache.capacity} (the model's is "
-                                  f"{self.model.config.n_ctx})")
+        check_room(self.model, len(ids), self.cache.capacity)
         t0 = time.perf_counter()
         for a, b in self.cache.pieces(len(ids)):   # one pass, or pieces an evicting cache fits
             self._forward(ids[a:b])
@@ -122,6 +119,18 @@ class Generator:
         self.stop_reason = reason
 
 
+def check_max_new_tokens(max_new_tokens: int) -> None:
+    if max_new_tokens < 1:
+        raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
+
+
+def check_room(model: Model, n_prompt: int, capacity: int) -> None:
+    """Refuse a prompt of `n_prompt` tokens that leaves no room to generate in `capacity`."""
+    if n_prompt >= capacity:
+        raise GenerationError(f"prompt of {n_prompt} tokens leaves no room to generate in a "
+                              f"context of {capacity} (the model's is {model.config.n_ctx})")
+
+
 def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 128,
              sampler: Sampler | None = None, chat: bool = False, system: str | None = None,
              stop: Sequence[str] = (), on_text: Callable[[str], None] | None = None,
@@ -138,8 +147,7 @@ def generate(model: Model, prompt: str | Sequence[int], max_new_tokens: int = 12
     incremental UTF-8 decoder (a character split across tokens waits for its last byte) and
     a possible start of a stop string is held back until it resolves.
     """
-    if max_new_tokens < 1:
-        raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
+    check_max_new_tokens(max_new_tokens)
     sampler = sampler if sampler is not None else Greedy()
     ids = model.prompt_ids(prompt, chat, system)
     capacity = min(len(ids) + max_new_tokens, model.config.n_ctx)

@@ -25,7 +25,8 @@ F32 = npt.NDArray[np.float32]
 class KVCache:
     def __init__(self, config: ModelConfig, capacity: int) -> None:
         if capacity < 1:
-            raise GenerationError(f"kv cache: expected a capacity of at least 1 token, got {capacity}")
+            raise GenerationError("kv cache: expected a capacity of at least 1 token, got "
+                                  f"{capacity}")
         shape = (config.n_layer, config.n_head_kv, capacity, config.head_dim)
         self.k: F32 = np.zeros(shape, dtype=np.float32)      # (L, n_kv, capacity, hd)
         self.v: F32 = np.zeros(shape, dtype=np.float32)
@@ -53,8 +54,8 @@ class KVCache:
         t = k.shape[1]
         end = self.length + t
         if end > self.capacity:
-            raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity of "
-                                  f"{self.capacity}")
+            raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity "
+                                  f"of {self.capacity}")
         self.k[layer, :, self.length:end] = k
         self.v[layer, :, self.length:end] = v
         self._pending = t
@@ -78,7 +79,8 @@ class KVCache:
         if not (0 <= dst and 0 <= src and n >= 0 and max(src, dst) + n <= self.length):
             raise GenerationError(f"kv cache: cannot move {n} positions from {src} to {dst} "
                                   f"(length {self.length})")
-        self.k[:, :, dst:dst + n] = self.k[:, :, src:src + n]   # numpy copies overlapping spans safely
+        # numpy copies overlapping spans safely
+        self.k[:, :, dst:dst + n] = self.k[:, :, src:src + n]
         self.v[:, :, dst:dst + n] = self.v[:, :, src:src + n]
 
     @property
@@ -87,5 +89,5 @@ class KVCache:
 
     @staticmethod
     def bytes_for(config: ModelConfig, tokens: int) -> int:
-        """Bytes a cache of `tokens` positions takes (keys and values, float32)."""
-        return 2 * 4 * config.n_layer * config.n_head_kv * tokens * config.head_dim
+        """Bytes a cache of `tokens` positions takes (``ModelConfig.kv_bytes``)."""
+        return config.kv_bytes(tokens)

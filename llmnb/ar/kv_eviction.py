@@ -60,8 +60,9 @@ POLICIES = ("initial_key", "streaming", "h2o")
 SCOPES = ("layer", "global")
 
 
-def check_budget(budget: SupportsIndex, recent: SupportsIndex | None = None, sinks: SupportsIndex = 4,
-                 policy: str = "initial_key", scope: str = "layer") -> tuple[int, int, int]:
+def check_budget(budget: SupportsIndex, recent: SupportsIndex | None = None,
+                 sinks: SupportsIndex = 4, policy: str = "initial_key",
+                 scope: str = "layer") -> tuple[int, int, int]:
     """Validate a budget; return (budget, recent, sinks) with `recent` resolved.
 
     The default `recent` is half of what the sinks leave, ``(budget - sinks) // 2``, the
@@ -90,7 +91,8 @@ def check_budget(budget: SupportsIndex, recent: SupportsIndex | None = None, sin
     return b, r, s
 
 
-def keep_mask(scores: F32, positions: I64, seen: int, budget: int, sinks: int, recent: int) -> npt.NDArray[np.bool_]:
+def keep_mask(scores: F32, positions: I64, seen: int, budget: int, sinks: int,
+              recent: int) -> npt.NDArray[np.bool_]:
     """Which slots to keep, per layer: (L, n) scores and positions -> (L, n) bool.
 
     Sinks (position < sinks) and recent positions (>= seen - recent) are always kept; the rest
@@ -148,11 +150,12 @@ class EvictingKVCache(KVCache):
         t = k.shape[1]
         end = self.held + t
         if self.length + t > self.capacity:
-            raise GenerationError(f"kv cache full: {self.length} + {t} positions exceed its capacity "
-                                  f"of {self.capacity}")
+            raise GenerationError(f"kv cache full: {self.length} + {t} positions exceed its "
+                                  f"capacity of {self.capacity}")
         if end > self.slots:
             raise GenerationError(f"kv cache: {self.held} held + {t} new positions exceed its "
-                                  f"{self.slots} slots (feed at most {self.room} positions per pass)")
+                                  f"{self.slots} slots (feed at most {self.room} positions per "
+                                  "pass)")
         self.k[layer, :, self.held:end] = k
         self.v[layer, :, self.held:end] = v
         self.pos[layer, self.held:end] = np.arange(self.length, self.length + t, dtype=np.int64)

@@ -23,7 +23,7 @@ from typing import Final
 
 import numpy as np
 
-from llmnb.ar.draft import Draft, Drafter, extends
+from llmnb.ar.speculative_draft import Draft, Drafter, extends
 from llmnb.ar.sampling import Sampler
 from llmnb.errors import UsageError
 

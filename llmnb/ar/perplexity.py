@@ -47,15 +47,20 @@ class PerplexityResult:
     rule: str
     chunk_ppl: list[float] = field(default_factory=list)   # running ppl after each window
     kv_budget: int | None = None      # positions the evicting cache held (None: all)
+    # (n_scored,) each scored token's NLL in text order: two runs over the same text pair up
+    # token by token (a paired comparison, llmnb.perf.intervals.mean of the differences)
+    token_nlls: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
-def token_nll(logits: npt.NDArray[np.float32], targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def token_nll(logits: npt.NDArray[np.float32],
+              targets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """-log softmax(logits)[target] per row: (n, vocab), (n,) -> (n,) float64."""
     out: npt.NDArray[np.float64] = -log_softmax(logits)[np.arange(len(targets)), targets]
     return out
 
 
-def streaming_hidden(model: Model, window: npt.NDArray[np.int64], cache: EvictingKVCache) -> npt.NDArray[np.float32]:
+def streaming_hidden(model: Model, window: npt.NDArray[np.int64],
+                     cache: EvictingKVCache) -> npt.NDArray[np.float32]:
     """Hidden states (n, d) of `window` fed through an evicting cache, as many positions per
     pass as it has room for (``cache.room``; with ``chunk=1``: budget + 1, then one at a time)."""
     tr = model.transformer
@@ -90,12 +95,13 @@ def perplexity(model: Model, text: str, ctx: int = 512, rule: str = "half",
         n_chunks = min(n_chunks, max_chunks)
     need = 2 * ctx if rule == "half" else ctx
     if len(ids) < need or n_chunks < 1:
-        raise GenerationError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at least "
-                              f"{need}")
+        raise GenerationError(f"perplexity: the text has {len(ids)} tokens; ctx={ctx} needs at "
+                              f"least {need}")
     first = ctx // 2 if rule == "half" else 0
     bos = tok.bos_id if tok.add_bos else None
     total, scored = 0.0, 0
     chunk_ppl: list[float] = []
+    nlls: list[npt.NDArray[np.float64]] = []
     for c in range(n_chunks):
         window = ids[c * ctx:(c + 1) * ctx].copy()
         if bos is not None:
@@ -108,6 +114,7 @@ def perplexity(model: Model, text: str, ctx: int = 512, rule: str = "half",
             hidden = streaming_hidden(model, window[:ctx - 1], cache)  # (ctx-1, d)
         logits = model.transformer.logits(hidden[first:ctx - 1])       # (ctx-1-first, vocab)
         nll = token_nll(logits, window[first + 1:ctx])
+        nlls.append(nll)
         total += float(nll.sum())
         scored += len(nll)
         chunk_ppl.append(math.exp(total / scored))
@@ -115,4 +122,5 @@ def perplexity(model: Model, text: str, ctx: int = 512, rule: str = "half",
             progress(c + 1, n_chunks)
     return PerplexityResult(ppl=math.exp(total / scored), nll=total / scored, n_scored=scored,
                             n_chunks=n_chunks, ctx=ctx, rule=rule, chunk_ppl=chunk_ppl,
-                            kv_budget=None if kv_budget is None else operator.index(kv_budget))
+                            kv_budget=None if kv_budget is None else operator.index(kv_budget),
+                            token_nlls=np.concatenate(nlls))

@@ -33,12 +33,12 @@ from typing import SupportsIndex
 import numpy as np
 
 from llmnb.ar.drafters import Draft, Drafter, make_drafter
-from llmnb.ar.engine import GenerationStats
-from llmnb.ar.errors import GenerationError
+from llmnb.ar.engine import GenerationStats, check_max_new_tokens, check_room
 from llmnb.ar.kv_cache import KVCache
 from llmnb.ar.sampling import Greedy, Sampler
 from llmnb.ar.speculative_accept import accept
-from llmnb.ar.speculative_control import K_LIMIT, BubbleController, VerifyCosts, costs_for
+from llmnb.ar.speculative_control import K_LIMIT, BubbleController
+from llmnb.ar.speculative_costs import VerifyCosts, costs_for
 from llmnb.ar.speculative_verify import rollback, verify
 from llmnb.ar.text_stream import TextStream
 from llmnb.errors import UsageError
@@ -121,17 +121,16 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     (``Transformer.use_wide``: a float32 copy of every matrix in 64-output tiles for the
     few-row kernel, kept by the model for later calls; cheaper batches from 2 rows on; on
     quantized weights a dequantized (out, in) copy, cheaper from WIDE_ROWS_QUANTIZED rows on),
-    else without it (and drop it). Default: on for float32 weights; off for quantized ones, whose copy is a
-    dequantized float32 model (~540 MB for SmolLM2-135M beside 98 MB of blocks, the memory
-    the quantized residency saves; ``llmnb.model.wide`` gives the measured costs of both).
+    else without it (and drop it). Default: on for float32 weights; off for quantized ones,
+    whose copy is a dequantized float32 model, the memory the quantized residency saves
+    (``llmnb.model.wide`` gives its size and the measured costs of both).
     """
     k0, kmax = operator_index(k, "k"), operator_index(k_max, "k_max")
     if not 1 <= k0 <= K_LIMIT:
         raise UsageError(f"k: expected a draft length in 1..{K_LIMIT}, got {k0}")
     if not k0 <= kmax <= K_LIMIT:
         raise UsageError(f"k_max: expected {k0}..{K_LIMIT} (at least k), got {kmax}")
-    if max_new_tokens < 1:
-        raise UsageError(f"max_new_tokens: expected at least 1, got {max_new_tokens}")
+    check_max_new_tokens(max_new_tokens)
     c = model.config
     if not c.causal or c.shift_logits:
         raise ModelError(f"{model.path.name}: speculative decoding needs an autoregressive "
@@ -140,9 +139,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     ds = [d if isinstance(d, Drafter) else make_drafter(d, model) for d in drafters]
     ids = model.check_ids(model.prompt_ids(prompt, chat, system)).tolist()
     capacity = min(len(ids) + max_new_tokens, c.n_ctx)      # as llmnb.generate's cache
-    if len(ids) >= capacity:
-        raise GenerationError(f"prompt of {len(ids)} tokens leaves no room to generate in a "
-                              f"context of {capacity} (the model's is {c.n_ctx})")
+    check_room(model, len(ids), capacity)
     transformer = model.transformer
     on = transformer.weights.weights == "f32" if wide is None else wide
     transformer.use_wide(on, quantized=on)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.ar.draft import Draft
+from llmnb.ar.speculative_draft import Draft
 from llmnb.ar.sampling import Sampler
 
 F32 = npt.NDArray[np.float32]

@@ -39,22 +39,19 @@ from llmnb.model.model import Model
 
 KNOTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 LEVEL_RATE = 0.3      # the share of a batch's error, as a ratio, that moves the whole curve
-# c(T) / t_1 at the knots, measured priors the first batch rescales (SmolLM2-135M, 1 thread,
-# 150 cached tokens, median of 5), each from `python -m llmnb.perf.bench_spec --threads 1
-# --paths P` with P: float32 weights as loaded, X@W
-PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)
-# ... with the wide layout of the weights (``llmnb.model.wide``: float32 tiles, the
-# default; ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``), tiles
-PRIOR_STEPS_WIDE = (1.0, 1.11, 1.64, 1.57, 2.15, 1.87, 2.36, 3.00, 4.11, 5.24, 7.00, 10.3)
-# ... quantized weights (SmolLM2's Q4_1 blocks, ``llmnb.kernels``' few-row products; from
-# DENSE_ROWS rows on dequantize + sgemm, 48 when these were measured), in quantized decode
-# steps, quantized
-PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5, 18.3)
-# ... and with their dequantized wide copy (the kernels below WIDE_ROWS_QUANTIZED rows, 8
-# when these were measured), its W@X.T milliseconds over the quantized step's,
-# quantized+W@X.T
+# c(T) / t_1 at the knots before a batch is measured (the first one rescales the curve to this
+# machine), one per layout of the weights: `python -m llmnb.perf.bench_spec --threads 1
+# --paths P` on SmolLM2-135M (150 cached tokens, median of 5) with P as named on each
+PRIOR_STEPS = (1.0, 1.45, 1.79, 2.10, 2.74, 3.50, 3.85, 4.19, 5.2, 6.2, 8.0, 9.8)  # X@W
+PRIOR_STEPS_WIDE = (1.0, 1.11, 1.64, 1.57, 2.15, 1.87, 2.36, 3.00, 4.11, 5.24, 7.00,
+                    10.3)                                                          # tiles
+PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20.5, 15.5,
+                         18.3)                                               # quantized-float
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
-                              11.4)
+                              11.4)                                # quantized-float+W@X.T
+# the integer products, in their own decode steps; a first guess from one busy run of
+# `python -m llmnb.perf.bench_quant`'s cost_curve until --paths quantized measures it quietly
+PRIOR_STEPS_INTEGER = (1.0, 1.3, 1.5, 1.6, 2.0, 2.4, 3.0, 3.6, 5.0, 6.3, 9.0, 11.6)  # quantized
 
 
 class VerifyCosts:
@@ -140,13 +137,19 @@ def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
     which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
     wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
-    weights = model.transformer.weights.weights                # "f32" or "quantized"
+    w = model.transformer.weights
+    # "f32", "quantized-float", or "quantized": the integer products (on a CPU without them,
+    # quantized weights run the float kernels)
+    weights = "quantized-float" if w.weights == "quantized" and w.integer_isa is None else w.weights
     wide = bool(model.transformer.wide)
     key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
     if key not in _COSTS:
-        priors = ({(False, False): PRIOR_STEPS, (False, True): PRIOR_STEPS_WIDE,
-                   (True, False): PRIOR_STEPS_QUANTIZED, (True, True): PRIOR_STEPS_QUANTIZED_WIDE})
-        _COSTS[key] = VerifyCosts(priors[weights == "quantized", wide])
+        priors = {("f32", False): PRIOR_STEPS, ("f32", True): PRIOR_STEPS_WIDE,
+                  ("quantized-float", False): PRIOR_STEPS_QUANTIZED,
+                  ("quantized-float", True): PRIOR_STEPS_QUANTIZED_WIDE,
+                  ("quantized", False): PRIOR_STEPS_INTEGER,
+                  ("quantized", True): PRIOR_STEPS_INTEGER}
+        _COSTS[key] = VerifyCosts(priors[weights, wide])
     return _COSTS[key]
 
 

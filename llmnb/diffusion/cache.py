@@ -29,10 +29,11 @@ outside the current block are not read, and keeping them active would make ``dua
 recompute the whole suffix like ``prefix``.
 
 Re-masking (WINO) needs nothing special: a re-masked position's token changed, so it is
-active. A forward that sees only part of the canvas (a suffix window, ``suffix.py``) gets
-`visible`: the active set stays inside it, a "full" forward is all of it, and a position
-whose K/V were never computed (it was out of sight until now) is active when it comes into
-view; the keys out of sight are hidden from the attention by the caller's key mask.
+active. A forward that sees only part of the canvas (DPad's suffix window,
+``engine.visible_positions``) gets `visible`: the active set stays inside it, a "full"
+forward is all of it, and a position whose K/V were never computed (it was out of sight
+until now) is active when it comes into view; the keys out of sight are hidden from the
+attention by the caller's key mask.
 """
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ class InterStepCache:
         self.full_forwards = 0
         self.partial_forwards = 0
 
+    def proposal_window(self, masked_positions: I64, last: bool) -> I64:
+        """The masked positions a step proposes tokens for: all the block's (``elastic``
+        narrows them)."""
+        return masked_positions
+
     def choose_active(self, step: int, tokens: I64, masked: B, block: tuple[int, int],
                       block_step: int, todo: I64, rows: I64, visible: I64 | None = None) -> I64:
         """Choose the positions to recompute at `step` (all of them on a full step); `block` is
@@ -85,7 +91,8 @@ class InterStepCache:
         if visible is not None:
             see[:] = False
             see[visible] = True
-        full = self.prev_tokens is None or (self.refresh > 0 and step > 0 and step % self.refresh == 0)
+        full = self.prev_tokens is None or (self.refresh > 0 and step > 0
+                                            and step % self.refresh == 0)
         if self.policy in ("prefix", "dual") and block_step == 0:
             full = True                                        # Fast-dLLM: refresh per block
         if not full:

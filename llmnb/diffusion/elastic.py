@@ -5,9 +5,9 @@ observe that the masks far from where the step predicts barely matter (cache the
 K/V move more in deep layers than in shallow ones, and that the most-attended token's K/V
 move least, so its attention is a conservative alarm for everything else. Their cache:
 
-- recompute each step only a window of the leftmost masked positions (the engine's
-  `elastic_window`, 16), the positions committed at the last step (their K/V once, as
-  diffuse-cpp's cache does) and, per layer, the most-attended decoded token;
+- recompute each step only a window of the leftmost masked positions (``proposal_window``:
+  `window`, the option `elastic_window`, 16), the positions committed at the last step (their
+  K/V once, as diffuse-cpp's cache does) and, per layer, the most-attended decoded token;
 - per layer, the tracked token is the decoded (not masked) position that the window's
   queries attend to most; its own attention row over the canvas is compared with the one
   it had at the last forward (cosine similarity of the (heads, keys) weights);
@@ -49,9 +49,10 @@ class ElasticCache(InterStepCache):
     handles: ClassVar[tuple[str, ...]] = ("elastic",)
 
     def __init__(self, config: ModelConfig, n_positions: int, gamma: float = 0.9,
-                 refresh: int = 0) -> None:
+                 refresh: int = 0, window: int = 16) -> None:
         super().__init__(config, n_positions, 0, refresh, "elastic")
         self.gamma = gamma
+        self.window = window               # masked positions a step proposes for
         self.n_layer = config.n_layer
         self.n_head = config.n_head
         self.tracked: I64 = np.full(config.n_layer, -1, dtype=np.int64)   # per layer
@@ -59,9 +60,14 @@ class ElasticCache(InterStepCache):
         self.drifted = -1                  # first layer that drifted in the last forward
         self.refresh_from = config.n_layer  # this forward: layers >= it write every row
         self.nominal: I64 = np.zeros(0, dtype=np.int64)   # rows a normal step recomputes
-        self.window: I64 = np.zeros(0, dtype=np.int64)    # indices of the rows read
+        self.read: I64 = np.zeros(0, dtype=np.int64)      # indices of the rows read
         self.decoded: B = np.zeros(n_positions, dtype=np.bool_)
         self.refreshes = 0
+
+    def proposal_window(self, masked_positions: I64, last: bool) -> I64:
+        """The leftmost `window` of the block's masks, or all of them on a budget's `last`
+        step (which commits them all)."""
+        return masked_positions if last else masked_positions[:self.window]
 
     def recompute(self, step: int, tokens: I64, masked: B, block: tuple[int, int],
                   todo: I64) -> B:
@@ -75,7 +81,8 @@ class ElasticCache(InterStepCache):
                       block_step: int, todo: I64, rows: I64, visible: I64 | None = None) -> I64:
         boundary = self.drifted + 1 if self.drifted >= 0 else self.n_layer
         self.drifted = -1
-        nominal = super().choose_active(step, tokens, masked, block, block_step, todo, rows, visible)
+        nominal = super().choose_active(step, tokens, masked, block, block_step, todo, rows,
+                                        visible)
         see = np.arange(self.n_positions, dtype=np.int64) if visible is None else visible
         self.refresh_from = self.n_layer
         if boundary < self.n_layer and len(nominal) < len(see):
@@ -89,7 +96,7 @@ class ElasticCache(InterStepCache):
         self.decoded = ~masked
         if visible is not None:
             self.decoded &= np.isin(np.arange(self.n_positions), visible)
-        self.window = np.searchsorted(self.active, rows).astype(np.int64)
+        self.read = np.searchsorted(self.active, rows).astype(np.int64)
         return self.active
 
     def update(self, layer: int, k: F32, v: F32) -> tuple[F32, F32]:
@@ -113,7 +120,7 @@ class ElasticCache(InterStepCache):
             if last is not None and normal and self.drifted < 0 and cosine(last, row) < self.gamma:
                 self.drifted = layer
             self.tracked_row[layer] = row.copy()
-        mass = p[:, self.window, :].sum(axis=(0, 1))           # (N,) from the rows read
+        mass = p[:, self.read, :].sum(axis=(0, 1))             # (N,) from the rows read
         mass[~self.decoded] = -1.0
         new = int(np.argmax(mass))
         if new != tr:

@@ -6,14 +6,14 @@ float64) and a confidence. The step then commits the most confident positions fi
 
 Confidence by ``remasking`` rule (larger = commit sooner):
 
-| rule            | confidence at T = 0                 | at T > 0                        | from        |
-|-----------------|-------------------------------------|---------------------------------|-------------|
-| `low_confidence`| raw top-1 logit                     | p(sampled) under softmax(l / T) | diffuse-cpp |
-| `probability`   | softmax probability of the argmax   | p(sampled) under softmax(l)     | LLaDA       |
-| `maskgit_plus`  | softmax probability of the argmax   | p(sampled) under softmax(l / T) | Dream       |
-| `topk_margin`   | top-1 minus top-2 logit             | the same margin                 | diffuse-cpp |
-| `entropy`       | minus the entropy of softmax(l)     | minus that of softmax(l / T)    | Dream       |
-| `random`        | uniform noise from the seeded generator                               | LLaDA       |
+| rule             | confidence at T = 0        | at T > 0                     | from        |
+|------------------|----------------------------|------------------------------|-------------|
+| `low_confidence` | raw top-1 logit            | p(sampled), softmax(l / T)   | diffuse-cpp |
+| `probability`    | softmax p of the argmax    | p(sampled), softmax(l)       | LLaDA       |
+| `maskgit_plus`   | softmax p of the argmax    | p(sampled), softmax(l / T)   | Dream       |
+| `topk_margin`    | top-1 minus top-2 logit    | the same margin              | diffuse-cpp |
+| `entropy`        | minus entropy, softmax(l)  | minus that of softmax(l / T) | Dream       |
+| `random`         | uniform noise from the seeded generator                   | LLaDA       |
 
 At T > 0 diffuse-cpp and Dream read the confidence off the distribution the token was drawn
 from (softmax(l / T)); LLaDA and Fast-dLLM keep the untempered softmax, and so does the

@@ -5,15 +5,15 @@ remasking rule, the entropy and the probability of the token per masked position
 schedule's count, and returns the positions to commit, most certain first by the remasking
 rule. The rule always orders; the schedulers differ in how far down that order they go.
 
-| scheduler        | commits                                                  | from        |
-|------------------|----------------------------------------------------------|-------------|
-| `low_confidence` | the schedule's count                                     | diffuse-cpp |
-| `entropy_exit`   | max(schedule's count, positions with entropy < threshold) | diffuse-cpp |
-| `threshold`      | the first, and every other with probability >= threshold | Fast-dLLM   |
-| `factor`         | the longest prefix whose weakest probability c has (n + 1)(1 - c) <= f | Fast-dLLM |
-| `entropy_bound`  | the longest prefix whose entropies, less the largest, sum to <= gamma | EB-Sampler |
-| `klass`          | every confident and stable position, else the schedule's count | KLASS |
-| `wino`           | a wide draft over a low threshold; re-masks what fails a high one | WINO |
+| scheduler        | commits                                                      | from        |
+|------------------|--------------------------------------------------------------|-------------|
+| `low_confidence` | the schedule's count                                         | diffuse-cpp |
+| `entropy_exit`   | max(schedule's count, positions with entropy < threshold)    | diffuse-cpp |
+| `threshold`      | the first, and every other with probability >= threshold     | Fast-dLLM   |
+| `factor`         | the longest prefix whose weakest p has (n + 1)(1 - p) <= f   | Fast-dLLM   |
+| `entropy_bound`  | the longest prefix whose entropies, less the largest, <= gamma | EB-Sampler |
+| `klass`          | every confident and stable position, else the schedule's count | KLASS     |
+| `wino`           | a wide draft over a low threshold; re-masks what fails a high one | WINO   |
 
 A *budgeted* scheduler finishes a block in its `steps` (the last one commits what is left);
 an *adaptive* one (``adaptive``) runs until the block has no masks, however many forwards
@@ -38,12 +38,14 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.diffusion.remasking import Candidates, order
+from llmnb.diffusion.wino import VerifyRows, verification_rows
 from llmnb.errors import UsageError
 from llmnb.softmax import entropy, softmax
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
 SCHEDULERS = ("low_confidence", "entropy_exit", "threshold", "factor", "entropy_bound", "klass",
               "wino")
 
@@ -66,6 +68,16 @@ class Scheduler:
         """Indices into `c` to commit now, in commit order; `logits` are the candidates'
         rows (m, V), `n_sched` the schedule's count, `temperature` the step's."""
         return order(c)[:n_sched]
+
+    def verify_rows(self, canvas: I64, masked: B, block: tuple[int, int], mask: int,
+                    shift: bool) -> VerifyRows | None:
+        """Extra query rows for this step's forward (WINO's re-reads); none by default."""
+        return None
+
+    def revoke(self, verify_logits: F32, canvas: I64, n_committed: int) -> I64:
+        """Positions to mask again, given the logits of ``verify_rows`` and the count this
+        step committed (WINO); none by default: a committed token is final."""
+        return np.zeros(0, dtype=np.int64)
 
 
 class EntropyExit(Scheduler):
@@ -212,6 +224,7 @@ class Wino(Scheduler):
         self.draft = draft
         self.verify = verify
         self.last_drafted = 30                   # the authors' code starts a block at 30
+        self.drafted: I64 = np.zeros(0, dtype=np.int64)   # this step's re-read positions
 
     def start_block(self) -> None:
         self.last_drafted = 30
@@ -221,6 +234,21 @@ class Wino(Scheduler):
         wide = min(max(int(len(ranked) * WINO_WIDE), WINO_MIN), WINO_MAX)
         sure = ranked[c.probability[ranked] > self.draft][:wide]
         return sure if len(sure) else ranked[:1]
+
+    def verify_rows(self, canvas: I64, masked: B, block: tuple[int, int], mask: int,
+                    shift: bool) -> VerifyRows | None:
+        """A verification row for each position of the block drafted on an earlier step."""
+        lo, hi = block
+        self.drafted = np.flatnonzero(~masked[lo:hi]).astype(np.int64) + lo
+        return verification_rows(canvas, self.drafted, mask, shift) if len(self.drafted) else None
+
+    def revoke(self, verify_logits: F32, canvas: I64, n_committed: int) -> I64:
+        """p(token at p | p masked) for each drafted p, read off its verification row, then
+        ``remask``."""
+        rows = np.arange(len(self.drafted))
+        p_now = (softmax(verify_logits)[rows, canvas[self.drafted]] if len(self.drafted)
+                 else np.zeros(0))
+        return self.remask(self.drafted, p_now, n_committed)
 
     def remask(self, verified: I64, probability: F64, n_drafted: int) -> I64:
         """Of the `verified` positions, with their tokens' `probability` re-read with each

@@ -137,7 +137,8 @@ def summary_text(f: FileHeader) -> str:
     lines += [f"  {k:<36} {v}" for k, v in s.hyperparameters.items()]
     lines += ["", "tokenizer"]
     lines += [f"  {k:<36} {v}" for k, v in s.tokenizer.items()]
-    lines += ["", f"  {'type':<8} {'tensors':>8} {'elements':>14} {'bytes':>14} {'bits/weight':>12}"]
+    lines += ["", f"  {'type':<8} {'tensors':>8} {'elements':>14} {'bytes':>14} "
+                  f"{'bits/weight':>12}"]
     for r in s.by_type:
         bpw = 8 * r.nbytes / r.n_elements if r.n_elements else 0.0
         lines.append(f"  {r.ggml_type:<8} {r.n_tensors:>8} {r.n_elements:>14,} {r.nbytes:>14,} "

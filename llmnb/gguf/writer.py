@@ -3,16 +3,13 @@
 llmnb reads GGUF with its own reader (``reader.py``) but writes with gguf-py, the format's
 reference writer. ``write_gguf`` adds what every llmnb writer needs: typed metadata copied
 field by field, raw quantized blocks, and an atomic write (a temp file in the target's
-folder, renamed into place only when complete).
+folder, renamed into place only when complete: ``llmnb.output``).
 """
 from __future__ import annotations
 
-import errno
 import os
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +17,7 @@ import numpy.typing as npt
 
 from llmnb.gguf.constants import ARRAY, GGML_BLOCK_SIZES, GGMLType
 from llmnb.gguf.reader import GGUFError, MetadataField
+from llmnb.output import atomic_path
 
 import gguf  # gguf-py: the reference writer
 
@@ -36,42 +34,6 @@ class TensorToWrite:
     data: npt.NDArray[Any]
     ggml_type: int
     shape: tuple[int, ...]
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temp path beside `path`; rename it onto `path` only if the block succeeds."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except OSError as e:
-        if e.errno is None and tmp.exists():  # numpy's tofile: "N requested and M written"
-            raise short_write_error(tmp, target) from None
-        raise
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def short_write_error(tmp: Path, target: Path) -> OSError:
-    """Why a write came up short (numpy reports no errno): one more byte appended to the
-    file gets the kernel's answer (ENOSPC, EDQUOT, EFBIG ...), named after `target`."""
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, b"\0")
-        finally:
-            os.close(fd)
-    except OSError as e:
-        return OSError(e.errno, e.strerror, str(target))
-    st = os.statvfs(tmp.parent)
-    if st.f_bavail * st.f_frsize < (1 << 20):   # the byte fitted in a last partial block
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
-    return OSError(errno.EIO, "a write came up short", str(target))
 
 
 def write_gguf(path: str | os.PathLike[str], arch: str, fields: Iterable[MetadataField],

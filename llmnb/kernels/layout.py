@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
 from llmnb.quant import dequantize
-from llmnb.quant.chunked import bit_planes, byte_columns, f16_column
+from llmnb.quant.block_fields import bit_planes, byte_columns, f16_column
 from llmnb.quant.kquants_dequant import k4_scales_mins, planes_of
 from llmnb.quant.legacy_dequant import quants_5bit
 

@@ -33,6 +33,8 @@ F32 = npt.NDArray[np.float32]
 
 # --- the blocks, in the order they run ------------------------------------------------------
 
+EXACT_ROWS = 64     # causal ``attention`` computes up to this many rows one by one (kernels.attention)
+
 def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
     """x / sqrt(mean(x^2) + eps) * weight, per row (one (T, d) array written, `out` if given,
     the weight applied in place: the same arithmetic as the one-line form, without its
@@ -140,7 +142,25 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     q_offset + t; with `causal` it sees keys 0 .. q_offset + t. `key_mask` (S,) False hides
     a key from every query (padding); a (T, S) mask hides it per query. Returns (T, n_head * hd).
     With `scratch` the scaled queries, the scores and the output go into its buffers.
+
+    A causal pass of up to EXACT_ROWS rows (a decode step, a speculative verify batch) computes
+    each row on its own in a fixed order (``llmnb.kernels.attention``): a row of a verify batch
+    is then the same bits as that token decoded alone, which 8-bit activations need.
     """
+    t = q.shape[1]
+    if causal and t <= EXACT_ROWS:
+        from llmnb.kernels.attention import exact_attention       # numba loads on first use
+
+        allowed = np.ones((t, k.shape[1]), dtype=np.bool_)            # (T, S)
+        if not (t == 1 and q_offset == k.shape[1] - 1):
+            allowed &= np.arange(k.shape[1])[None, :] <= (q_offset + np.arange(t))[:, None]
+        if key_mask is not None:
+            allowed &= key_mask if key_mask.ndim == 2 else key_mask[None, :]
+        out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
+               else scratch.take("attn", t, q.shape[0] * q.shape[2]))
+        exact_attention(np.ascontiguousarray(q), k, v, allowed,
+                        np.float32(1.0 / np.sqrt(q.shape[2])), out)
+        return out
     return attend(attention_weights(q, k, causal, q_offset, key_mask, scratch), v, scratch)
 
 
@@ -172,7 +192,9 @@ def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
         np.copyto(scores, hidden, where=~m)
     scores -= scores.max(axis=-1, keepdims=True)
     probs: F32 = np.exp(scores, out=scores)
-    probs /= probs.sum(axis=-1, keepdims=True)                # (n_kv, g, T, S)
+    # the sum in float64 and then rounded: the same float32 whatever masked keys (zeros) sit
+    # in the row, so a row of a verify batch gets the bits of the same row decoded alone
+    probs /= probs.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)   # (n_kv, g, T, S)
     return probs
 
 

@@ -92,8 +92,14 @@ class ModelConfig:
     @property
     def n_params_per_layer(self) -> int:
         attn = self.n_embd * self.head_dim * (self.n_head * 2 + self.n_head_kv * 2)
-        norms = (4 if self.post_norms else 2) * self.n_embd + (2 * self.head_dim if self.qk_norm else 0)
+        norms = ((4 if self.post_norms else 2) * self.n_embd
+                 + (2 * self.head_dim if self.qk_norm else 0))
         return attn + 3 * self.n_embd * self.n_ff + norms
+
+    def kv_bytes(self, tokens: int) -> int:
+        """Bytes of a float32 K/V cache of `tokens` positions: keys and values per layer, at
+        key/value-head width (n_layer, n_head_kv, tokens, head_dim) each."""
+        return 2 * 4 * self.n_layer * self.n_head_kv * tokens * self.head_dim
 
 
 def check_heads(n_embd: int, n_head: int, n_head_kv: int, where_q: str, where_kv: str,
@@ -110,7 +116,8 @@ def _get(f: GGUFFile, key: str, kind: type, default: object = None) -> object:
     field = f.fields.get(key)
     if field is None:
         if default is None:
-            raise ModelError(f"{f.path}: metadata key {key!r} is missing (expected {kind.__name__})")
+            raise ModelError(f"{f.path}: metadata key {key!r} is missing "
+                             f"(expected {kind.__name__})")
         return default
     v = field.value
     if kind is float and isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -183,7 +190,8 @@ def _llama_like(f: GGUFFile, arch: str) -> ModelConfig:
         tied_output="output.weight" not in f.tensors,
         qkv_bias="blk.0.attn_q.bias" in f.tensors,
         rope_scaling=scaling,
-        mask_token_id=int(mask_id.value) if mask_id is not None and isinstance(mask_id.value, int) else None,
+        mask_token_id=(int(mask_id.value) if mask_id is not None
+                       and isinstance(mask_id.value, int) else None),
         qk_permuted=arch in PERMUTED_ARCHS,
         rope_factor=factor, rope_orig_ctx=orig_ctx, rope_attn_factor=attn_factor,
     )
@@ -278,7 +286,8 @@ def _swa_pattern(f: GGUFFile, key: str, n_layer: int) -> tuple[bool, ...]:
 
 
 def _diffuse_key(f: GGUFFile, name: str) -> str:
-    """The first of ``diffuse.name``, ``qwen2.name``, ``llama.name`` the file has (else the first)."""
+    """The first of ``diffuse.name``, ``qwen2.name``, ``llama.name`` the file has (else the
+    first)."""
     for prefix in DIFFUSE_PREFIXES:
         if prefix + name in f.fields:
             return prefix + name
@@ -347,7 +356,8 @@ def tensor_shapes(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_d
         if qk_norm:
             want |= {p + "attn_q_norm.weight": (head_dim,), p + "attn_k_norm.weight": (head_dim,)}
         if post_norms:
-            want |= {p + "post_attention_norm.weight": (n_embd,), p + "post_ffw_norm.weight": (n_embd,)}
+            want |= {p + "post_attention_norm.weight": (n_embd,),
+                     p + "post_ffw_norm.weight": (n_embd,)}
     return want
 
 

@@ -42,7 +42,6 @@ import numpy.typing as npt
 
 from llmnb.gguf.constants import ARRAY, BOOL, FLOAT32, STRING, UINT32
 from llmnb.gguf.reader import MetadataField
-from llmnb.gguf.writer import atomic_path
 from llmnb.model.config import DIFFUSION_ARCHS, PERMUTED_ARCHS, SUPPORTED_ARCHS, check_heads, \
     shape_problem, tensor_shapes
 from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rope_factors, \
@@ -50,6 +49,7 @@ from llmnb.model.hf_config import ConvertError, HParams, detect_arch, llama3_rop
 from llmnb.model.safetensors import TensorEntry, check_dtype, read_checkpoint_index, \
     read_tensor
 from llmnb.model.weights import permute_qk
+from llmnb.output import atomic_path, check_output
 from llmnb.tokenizer.convert import synthetic_vocab, tokenizer_fields
 from llmnb.tokenizer.errors import TokenizerError
 
@@ -142,7 +142,8 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
             raise ConvertError(f"{hf}: tensor {src!r}: expected a {arch} checkpoint tensor name "
                                f"(model.layers.N.* / model.transformer.blocks.N.*)")
         if dst in mapped:
-            raise ConvertError(f"{hf}: tensors {mapped[dst].name!r} and {src!r} both map to {dst!r}")
+            raise ConvertError(f"{hf}: tensors {mapped[dst].name!r} and {src!r} both map to "
+                               f"{dst!r}")
         check_dtype(entry)
         mapped[dst] = entry
     emb = mapped.get("token_embd.weight")
@@ -169,8 +170,8 @@ def plan_tensors(hf: Path, hp: HParams, table: dict[str, TensorEntry], arch: str
         # Gemma's RMSNorm multiplies by (1 + w); llama.cpp's GGUFs store 1 + w (its converter
         # adds the 1), so the engines run a plain RMSNorm
         shift = 1.0 if arch == "gemma3" and name.endswith("norm.weight") else 0.0
-        plan.append(PlannedTensor(name, entry, entry.shape, outtype == "f16" and len(entry.shape) == 2,
-                                  heads, shift))
+        f16 = outtype == "f16" and len(entry.shape) == 2
+        plan.append(PlannedTensor(name, entry, entry.shape, f16, heads, shift))
     return plan
 
 
@@ -243,7 +244,8 @@ def gemma3_fields(hp: HParams, p: str) -> list[MetadataField]:
     """Gemma 3's keys as llama.cpp reads them: the window, which layers slide (an array, so
     any layout round-trips), their RoPE base, and the final soft-capping when there is one."""
     fields = [_u32(p + "attention.sliding_window", hp.sliding_window),
-              MetadataField(p + "attention.sliding_window_pattern", ARRAY, list(hp.swa_layers), BOOL),
+              MetadataField(p + "attention.sliding_window_pattern", ARRAY, list(hp.swa_layers),
+                            BOOL),
               _f32(p + "rope.freq_base_swa", hp.theta_swa)]
     if hp.logit_softcap:
         fields.append(_f32(p + "final_logit_softcapping", hp.logit_softcap))
@@ -270,10 +272,12 @@ def convert_checkpoint(hf_dir: str | os.PathLike[str], out_path: str | os.PathLi
         raise ConvertError(f"{hf}: outtype: expected f32 or f16, got {outtype!r}")
     if convention not in FORMATS:
         raise ConvertError(f"{hf}: format: expected llama.cpp or diffuse, got {convention!r}")
+    check_output(out_path)                      # before any work: a device is never replaced
     config = read_config(hf)
     arch = arch or detect_arch(config, hf / "config.json")
     if arch not in SUPPORTED_ARCHS:
-        raise ConvertError(f"{hf}: arch: expected one of {', '.join(SUPPORTED_ARCHS)}, got {arch!r}")
+        raise ConvertError(f"{hf}: arch: expected one of {', '.join(SUPPORTED_ARCHS)}, "
+                           f"got {arch!r}")
     if convention == "diffuse" and arch not in DIFFUSION_ARCHS:
         raise ConvertError(f"{hf}: the diffuse format holds {' or '.join(DIFFUSION_ARCHS)}, "
                            f"got {arch!r}")

@@ -154,7 +154,8 @@ def read_rope_scaling(c: dict[str, Any], source: Path) -> RopeScaling | None:
     if kind == "linear":
         return RopeScaling(kind, factor)
     if kind == "llama3":
-        return RopeScaling(kind, factor, int(orig or 8192), float(params.get("low_freq_factor", 1.0)),
+        return RopeScaling(kind, factor, int(orig or 8192),
+                           float(params.get("low_freq_factor", 1.0)),
                            float(params.get("high_freq_factor", 4.0)))
     if orig is None:
         raise ConvertError(f"{source}: rope_scaling.original_max_position_embeddings: expected "

@@ -3,9 +3,9 @@
 A ``Model`` holds the memory-mapped ``GGUFFile``, the ``ModelConfig``, the ``Tokenizer`` and,
 from its first forward pass on, the ``Weights``: quantized blocks repacked for
 ``llmnb.kernels``, or float32 copies (a memory preflight at load decides their residency
-and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from the file's own metadata, or,
-for files without one (diffuse-cpp's convention), from a ``tokenizer.json`` given by
-argument or lying beside the file.
+and refuses a model that cannot fit, before anything is dequantized). The tokenizer comes from
+the file's own metadata, or, for files without one (diffuse-cpp's convention), from a
+``tokenizer.json`` given by argument or lying beside the file.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from llmnb.tokenizer import Tokenizer, tokenizer_from_json, tokenizer_from_metad
 
 
 class Model:
-    """An opened model: ``.path``, ``.file``, ``.metadata``, ``.arch``, ``.config``, ``.tokenizer``."""
+    """An opened model: ``.path``, ``.file``, ``.metadata``, ``.arch``, ``.config``,
+    ``.tokenizer``."""
 
     def __init__(self, path: Path, file: GGUFFile, config: ModelConfig, tokenizer: Tokenizer,
                  plan: ResidencyPlan) -> None:
@@ -51,8 +52,9 @@ class Model:
         if arr.size == 0:
             raise ModelError(f"{self.path.name}: expected at least one token id")
         if int(arr.min()) < 0 or int(arr.max()) >= self.config.vocab_size:
-            raise ModelError(f"{self.path.name}: token ids must be in 0..{self.config.vocab_size - 1}, "
-                             f"got {int(arr.min())}..{int(arr.max())}")
+            raise ModelError(f"{self.path.name}: token ids must be in "
+                             f"0..{self.config.vocab_size - 1}, got {int(arr.min())}.."
+                             f"{int(arr.max())}")
         return arr
 
     def prompt_ids(self, prompt: str | Sequence[int], chat: bool = False,
@@ -132,7 +134,9 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
          residency: str = "auto", weights: str = "auto") -> Model:
     """Open a model by path or hub name (``llmnb.load``).
 
-    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``), "f32"
+    `weights`: "quantized" (keep the GGUF blocks, multiplied by ``llmnb.kernels``: integer
+    products where the CPU has them), "quantized-float" (the blocks, through the
+    float-activation kernels), "f32"
     (dequantize to float32: the reference path) or "auto" (quantized for block-quantized
     causal models, f32 for float files and for diffusion models that fit:
     ``weights.default_weights``). `residency`, for f32 weights:
@@ -140,12 +144,11 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     (resident if it fits). A model that does not fit is refused here.
     """
     if weights != "auto" and weights not in WEIGHTS:
-        raise UsageError(f"weights: expected 'quantized', 'f32' or 'auto', got {weights!r}")
+        raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)} or 'auto', got {weights!r}")
     path = resolve(os.fspath(model))
     f = open_gguf(path)
     config = config_from_gguf(f)
-    kv_tokens = min(config.n_ctx, 2048)
-    kv_bytes = 2 * 4 * config.n_layer * config.n_head_kv * config.head_dim * kv_tokens
+    kv_bytes = config.kv_bytes(min(config.n_ctx, 2048))
     plan = plan_residency(f, config, kv_bytes, residency,
                           default_weights(f, config, kv_bytes) if weights == "auto" else weights)
     return Model(path, f, config, load_tokenizer(f, tokenizer), plan)

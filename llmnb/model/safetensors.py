@@ -71,7 +71,8 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
         if name == "__metadata__":
             continue
         if not isinstance(info, dict) or "dtype" not in info or "data_offsets" not in info:
-            raise CheckpointError(f"{path}: tensor {name!r}: expected dtype, shape and data_offsets")
+            raise CheckpointError(f"{path}: tensor {name!r}: expected dtype, shape and "
+                                  "data_offsets")
         dtype = str(info["dtype"])
         shape = tuple(int(d) for d in info.get("shape", []))
         begin, end = (int(x) for x in info["data_offsets"])
@@ -93,7 +94,8 @@ def checkpoint_files(hf_dir: Path) -> list[Path]:
             weight_map = json.loads(index.read_text())["weight_map"]
             names = sorted({str(v) for v in weight_map.values()})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{index}: expected a JSON object with a 'weight_map' ({e})") from None
+            raise CheckpointError(f"{index}: expected a JSON object with a 'weight_map' "
+                                  f"({e})") from None
         return [hf_dir / n for n in names]
     single = hf_dir / "model.safetensors"
     if single.exists():
@@ -106,7 +108,8 @@ def read_checkpoint_index(hf_dir: Path) -> dict[str, TensorEntry]:
     table: dict[str, TensorEntry] = {}
     for path in checkpoint_files(hf_dir):
         if not path.exists():
-            raise CheckpointError(f"{path}: shard listed in model.safetensors.index.json is missing")
+            raise CheckpointError(f"{path}: shard listed in model.safetensors.index.json is "
+                                  "missing")
         for name, entry in read_header(path).items():
             if name in table:
                 raise CheckpointError(f"{path}: tensor {name!r} also appears in {table[name].path}")

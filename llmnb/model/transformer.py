@@ -109,7 +109,7 @@ class Transformer:
         Returns the bytes it holds (0: off, weights without a copy, or a copy that would
         leave less than a quarter of the available memory)."""
         w = self.weights
-        if w.residency != "resident" or (w.weights == "quantized" and not quantized):
+        if w.residency != "resident" or (w.weights != "f32" and not quantized):
             on = False
         layers = [w.layer(i) for i in range(self.config.n_layer)] if on and not self.wide else []
         if layers:

@@ -41,6 +41,9 @@ from llmnb.errors import EXIT_RESOURCES, UsageError
 from llmnb.gguf.constants import GGMLType, type_name
 from llmnb.gguf.reader import GGUFFile
 from llmnb.kernels import KERNEL_TYPES, PackedMatrix, PackedParts, pack, packed_bytes_per_weight
+from llmnb.kernels.integer import INTEGER_TYPES, IntParts
+from llmnb.kernels.integer import pack as pack_integer
+from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.layout import SCRATCH_BYTES, TILE
 from llmnb.model.blocks import Product
 from llmnb.model.config import ModelConfig, ModelError, shape_problem, tensor_shapes
@@ -49,7 +52,10 @@ from llmnb.quant import FORMATS, dequantize
 F32 = npt.NDArray[np.float32]
 A = TypeVar("A", bound=np.generic)
 Matrix = F32 | Product           # float32 (in, out), or a quantized weight that multiplies itself
-WEIGHTS = ("quantized", "f32")
+WEIGHTS = ("quantized", "quantized-float", "f32")
+# weights that keep the GGUF blocks: the integer products where the CPU has them, or the
+# float-activation kernels (``llmnb.kernels.isa``)
+QUANTIZED = ("quantized", "quantized-float")
 # a layer's matrices as its products multiply them: Q/K/V side by side, the output, gate/up
 # side by side, down (``Weights._load_layer``; the preflight sizes the scratch by them)
 FUSED: Final = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"),
@@ -154,13 +160,15 @@ def default_weights(f: GGUFFile, config: ModelConfig | None = None, kv_bytes: in
     - a block-quantized causal model (Q4_0 ... Q6_K): 'quantized'; decoding reads the blocks
       (about the file's bytes per token) and runs ~2x the float32 path (``llmnb bench ar``);
     - a block-quantized diffusion model (bidirectional, every step a pass over the whole
-      canvas: compute-bound): 'f32' when the float32 copies fit in memory, since sgemm on
-      them beats dequantizing a slice per step; else 'quantized'."""
+      canvas: compute-bound): 'quantized' where the CPU has integer products (byte dot
+      products outrun sgemm on float32 copies: ``llmnb bench quant``'s c(T), ``llmnb bench
+      diffusion``), else 'f32' when the float32 copies fit in memory, since sgemm on them
+      beats the float kernels' dequantized slices; else 'quantized'."""
     blocks = [t for n, t in f.tensors.items() if n.startswith("blk.") and is_matrix(n)]
     floats = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
     if all(t.ggml_type in floats for t in blocks):
         return "f32"
-    if config is not None and not config.causal:
+    if config is not None and not config.causal and integer_isa() is None:
         resident = estimate_bytes(f, config, kv_bytes)[0]
         return "f32" if resident <= available_memory() else "quantized"
     return "quantized"
@@ -171,19 +179,19 @@ def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
     """Quantized weights, or float32 ones resident when they fit, else streaming; refuse
     when the requested mode cannot fit."""
     if weights not in WEIGHTS:
-        raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
+        raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)}, got {weights!r}")
     resident, streaming, quantized = estimate_bytes(f, config, kv_bytes)
     avail = available_memory()
     choice = residency
-    if weights == "quantized":
+    if weights in QUANTIZED:
         choice = "resident"
     elif residency == "auto":
         choice = "resident" if resident <= avail else "streaming"
     elif residency not in ("resident", "streaming"):
         raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
-    needed = quantized if weights == "quantized" else resident if choice == "resident" else streaming
+    needed = quantized if weights in QUANTIZED else resident if choice == "resident" else streaming
     if needed > avail:
-        if weights == "quantized":
+        if weights in QUANTIZED:
             hint = f"float32 streaming (one layer dequantized at a time) needs {format_bytes(streaming)}"
         elif choice == "resident" and quantized <= avail and default_weights(f) == "quantized":
             hint = f"weights='quantized' fits: it needs {format_bytes(quantized)}"
@@ -193,7 +201,7 @@ def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
         else:
             hint = (f"resident {format_bytes(resident)}, streaming (one layer dequantized at a "
                     f"time) {format_bytes(streaming)}, quantized {format_bytes(quantized)}")
-        mode = "quantized" if weights == "quantized" else choice
+        mode = weights if weights in QUANTIZED else choice
         raise MemoryPreflightError(
             f"{f.path}: does not fit in memory: {mode} needs {format_bytes(needed)}, "
             f"{format_bytes(avail)} available ({needed:,} > {avail:,} bytes; {hint}; "
@@ -255,11 +263,13 @@ class Weights:
         if residency not in ("resident", "streaming"):
             raise ModelError(f"residency: expected 'resident' or 'streaming', got {residency!r}")
         if weights not in WEIGHTS:
-            raise UsageError(f"weights: expected 'quantized' or 'f32', got {weights!r}")
+            raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)}, got {weights!r}")
         self.file = f
         self.config = config
         self.weights = weights
-        self.residency = "resident" if weights == "quantized" else residency
+        self.residency = "resident" if weights in QUANTIZED else residency
+        # the integer products' build (``llmnb.kernels.isa``), or None: the float kernels
+        self.integer_isa = integer_isa() if weights == "quantized" else None
         self._check_tensors()
         self.output_norm = self.tensor("output_norm.weight")
         factors = f.tensors.get("rope_freqs.weight")
@@ -351,6 +361,16 @@ class Weights:
                 self._no_kernel.setdefault(info.type_name, []).append(info.name)
         n_in = infos[0].shape[1]
         types = {info.ggml_type for info in infos}
+        if self.integer_isa is not None and types <= set(INTEGER_TYPES):
+            if len(types) == 1:       # one format: one matrix, one product
+                raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
+                one: Product = pack_integer(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
+            else:
+                one = IntParts(tuple(pack_integer(r, info.ggml_type, info.shape[0], n_in)
+                                     for r, info in zip(rows, infos)))
+            del rows
+            self.file.release_pages()
+            return one
         if len(types) == 1:
             raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
             packed: Product = pack(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)

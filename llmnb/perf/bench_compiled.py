@@ -67,7 +67,7 @@ def compiled_worker(repeats: int, data: str, models: dict[str, str]) -> dict[str
     import numpy as np
 
     import llmnb.gguf.reader as reader
-    from llmnb.ar.draft import Drafter
+    from llmnb.ar.speculative_draft import Drafter
     from llmnb.ar.engine import Generator, generate
     from llmnb.ar.lookup import LookupDrafter, NgramDrafter
     from llmnb.ar.sampling import Greedy

@@ -18,7 +18,8 @@ MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
 
 
 def bench_gguf(repeats: int) -> list[dict[str, object]]:
-    """Opening each pulled real model: llmnb.gguf.open vs gguf.GGUFReader (header + tensor infos)."""
+    """Opening each pulled real model: llmnb.gguf.open vs gguf.GGUFReader (header + tensor
+    infos)."""
     import gguf  # gguf-py: the peer, imported only when benchmarking
 
     rows: list[dict[str, object]] = []

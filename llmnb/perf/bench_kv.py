@@ -6,10 +6,10 @@ SmolLM2-135M on `windows` windows of ctx tokens spread evenly over
 ``data/text/persuasion.txt`` (window i: the first ctx tokens from the start of the line that
 holds the character (i + 1/2) / windows of the way into the text), scored by the "half" rule
 (positions ctx/2 .. ctx-2, each with at least ctx/2 tokens of history, so a budget below
-ctx/2 evicts before every scored token), next to full attention on the same windows. ``ppl`` is the mean of the windows' perplexities and
-``delta_pct`` the mean of each window's change against full attention on that window;
-``*_min`` / ``*_max`` are their extremes over the windows: a ranking between two policies
-holds where their delta ranges do not overlap.
+ctx/2 evicts before every scored token), next to full attention on the same windows. ``ppl`` is the
+mean of the windows' perplexities and ``delta_pct`` the mean of each window's change against full
+attention on that window; ``*_min`` / ``*_max`` are their extremes over the windows: a ranking
+between two policies holds where their delta ranges do not overlap.
 
     policy                     sinks  recent              the rest of the budget
     initial_key (layer/global)   4    (budget - 4) / 2    top Score Sum, last `window` rows
@@ -19,8 +19,7 @@ holds where their delta ranges do not overlap.
 ``kv_mib`` is the evicting cache's key/value arrays (``budget + 1`` slots here) against the
 full cache's ``ctx``. Quality is deterministic; ``seconds`` (all windows, one BLAS thread) is
 provisional on a shared machine. Each window costs one streamed pass per policy and budget,
-so the run time grows with `windows`: ``llmnb bench kv`` (4 windows, 17 rows) took 348 s on a
-2-core AMD EPYC, its ``seconds`` column says where. The full table of the notes:
+so the run time grows with `windows` (``seconds`` says how). The longer contexts and budgets:
 
     python -m llmnb.perf.bench_kv --ctx 1024 --budgets 64 128 256 512
 """
@@ -87,7 +86,7 @@ def bench_kv(ctx: int = 512, budgets: tuple[int, ...] = (32, 64, 128, 256), wind
                 f"{name}_max": max(values)}
 
     with llmnb.threads(threads):
-        m.transformer                                     # dequantize before timing
+        _ = m.transformer                                 # dequantize before timing
         full, sec = ppls()
         zero = [0.0] * len(full)
         rows.append({"policy": "full", "scope": "-", "budget": ctx, "sinks": "-", "recent": "-",
@@ -134,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         import json
 
-        print(json.dumps({"command": "python -m llmnb.perf.bench_kv " + " ".join(argv or sys.argv[1:]),
+        command = "python -m llmnb.perf.bench_kv " + " ".join(argv or sys.argv[1:])
+        print(json.dumps({"command": command,
                           "rows": rows}, indent=2))
     else:
         print_rows(f"kv: streaming perplexity vs KV budget, SmolLM2-135M, {a.windows} window(s) "

@@ -14,7 +14,7 @@ caches: diffuse-cpp's, Fast-dLLM's prefix and dual (blocks of 24), elastic (wind
 and 8), DPad's suffix window (blocks of 16, 8 positions beyond), dual with the suffix window;
 and Fast-dLLM's threshold with its dual cache and with elastic, the pairings of their papers.
 
-Targets (issue notes, multi-answer prompts): some method needs at least 3x fewer forwards
+Targets (on the multi-answer prompts): some method needs at least 3x fewer forwards
 than the reference at no more than 1 point lower validity; some cache beats the dual
 cache's speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them;
 ``best`` picks the method the break-even of the notebooks is built on.

@@ -12,9 +12,11 @@ layer shapes (fused QKV, O, fused gate/up, down) for all 30 layers, random block
 (``llmnb.kernels.pack``), one vector through every matrix, against numpy's float32 GEMV
 over the same shapes (``x @ W.T`` with W.T stored (in, out), as the f32 path keeps it), in
 the same run, at the current thread setting. GB/s counts the bytes the kernel reads (the
-repacked quants and float32 scales). ``cost_curve`` is c(T): a product of T rows over one
-layer's Q4_1 matrices (4 layers) in units of the one-row product, by the quantized kernels and by the
-dequantize + sgemm way (``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where they cross.
+repacked quants and float32 scales); where the CPU has integer kernels, the same step through
+them (``llmnb.kernels.integer``: activations quantized to 8 bits, byte dot products).
+``cost_curve`` is c(T) per format: a product of T rows over 4 layers' matrices in units of the
+one-row product, by the float kernels, the integer ones and the dequantize + sgemm way
+(``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where the float kernels and sgemm cross.
 
 ``compile_time``: numba's one-time cost. A fresh interpreter with an empty cache folder runs
 every kernel once (one row, a few rows, the dense copy, a row lookup, for nibbles, bytes and
@@ -30,6 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
+from llmnb.kernels.integer import INTEGER_TYPES
+from llmnb.kernels.integer import matmul as integer_matmul
+from llmnb.kernels.integer import pack as pack_integer
+from llmnb.kernels.isa import integer_isa
 from llmnb.perf.table import table_lines
 from llmnb.perf.threads import threads as use_threads
 from llmnb.perf.timing import median_time, median_times
@@ -149,18 +155,37 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
             for m in mats:
                 quantized_matmul(xs[m.n_in], m)
 
-        ours, theirs = median_times([kernel_step, numpy_step], repeats)
+        steps = [kernel_step, numpy_step]
+        isa = integer_isa()
+        if isa is not None and t in INTEGER_TYPES:
+            raws = [random_matrix(t, o, i, rng) for o, i in shapes]       # one layer, repeated
+            ints = [pack_integer(r, t, o, i) for r, (o, i) in zip(raws, shapes)] * layers
+
+            def integer_step() -> None:
+                for w in ints:
+                    integer_matmul(xs[w.n_in], w, isa)
+            steps.append(integer_step)
+        times = median_times(steps, repeats)
+        ours, theirs = times[0], times[1]
         numpy_s = theirs * weights / f32_weights                     # the same weight count
-        rows.append({"type": type_name(t), "bytes_per_weight": nbytes / weights,
-                     "file_bytes_per_weight": GGML_BLOCK_SIZES[t][1] / block,
-                     "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
-                     "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours})
+        row_: dict[str, object] = {
+            "type": type_name(t), "bytes_per_weight": nbytes / weights,
+            "file_bytes_per_weight": GGML_BLOCK_SIZES[t][1] / block,
+            "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
+            "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours}
+        if len(times) == 3:
+            int_bytes = sum(w.nbytes for w in ints)
+            row_ |= {"integer_isa": isa, "integer_bytes_per_weight": int_bytes / weights,
+                     "integer_ms": times[2] * 1e3, "integer_GB_s": int_bytes / times[2] / 1e9,
+                     "integer_vs_float": ours / times[2]}
+        rows.append(row_)
         del mats
     return rows + cost_curve(repeats, layers=min(layers, 4))
 
 
 def first_calls() -> float:
-    """Seconds to import the kernels and run each of them once (what a fresh process pays)."""
+    """Seconds to import the kernels and run each of them once (what a fresh process pays):
+    the float kernels, and the integer ones of this CPU's build."""
     def run_each_once() -> None:
         from llmnb.kernels import matmul, pack, rows, to_dense
 
@@ -171,6 +196,13 @@ def first_calls() -> float:
                 matmul(rng.standard_normal((n, 256)).astype(np.float32), w)
             rows(w, np.arange(2, dtype=np.int64))
             to_dense(w)
+        isa = integer_isa()
+        if isa is None:
+            return
+        for t in (T.Q4_1, T.Q8_0, T.Q5_0, T.Q4_K, T.Q6_K):
+            wi = pack_integer(random_matrix(t, 128, 256, rng), t, 128, 256)
+            for n in (1, 3, 64):
+                integer_matmul(rng.standard_normal((n, 256)).astype(np.float32), wi, isa)
 
     return median_time(run_each_once, repeats=1, warmup=0)
 
@@ -191,32 +223,56 @@ def compile_time() -> list[dict[str, object]]:
     return [{"kernels": "numba compile (all kernels)", "cold_s": cold, "cached_s": cached}]
 
 
+COST_TYPES = (T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K)
+
+
 def cost_curve(repeats: int = 5,
                counts: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-               ggml_type: int = T.Q4_1, layers: int = 4) -> list[dict[str, object]]:
-    """c(T): T rows through `layers` SmolLM2 layers' matrices, in one-row products (decode
-    steps; several layers so one product is long enough to time steadily)."""
+               types: tuple[int, ...] = COST_TYPES, layers: int = 4) -> list[dict[str, object]]:
+    """c(T) per format: T rows through `layers` SmolLM2 layers' matrices (rows of 768 for
+    the k-quants), in units of one row through the same kernel, for the float kernels, the
+    integer ones (where the CPU has them) and dequantize + sgemm (in units of the float
+    kernels' one row); several layers so one product is long enough to time steadily."""
     from llmnb.kernels import pack
     from llmnb.kernels.product import dense_matmul, quantized_matmul
 
+    isa = integer_isa()
     rng = np.random.default_rng(1)
-    mats = [pack(random_matrix(ggml_type, o, i, rng), ggml_type, o, i)
-            for _ in range(layers) for o, i in LAYER_SHAPES]
-    xs = {n: {i: rng.standard_normal((n, i)).astype(np.float32) for _, i in LAYER_SHAPES}
-          for n in counts}
-
-    def step(n: int, dense: bool) -> Callable[[], None]:
-        def run() -> None:
-            for m in mats:
-                (dense_matmul if dense else quantized_matmul)(xs[n][m.n_in], m)
-        return run
-
-    one = median_time(step(1, False), repeats * 4)
     rows: list[dict[str, object]] = []
-    for n in counts:
-        q, d = median_times([step(n, False), step(n, True)], repeats * 2)
-        rows.append({"rows": n, "type": type_name(ggml_type), "quantized_steps": q / one,
-                     "dense_steps": d / one, "faster": "quantized" if q <= d else "dense"})
+    for t in types:
+        block = GGML_BLOCK_SIZES[t][0]
+        shapes = [(o, -(-i // block) * block) for o, i in LAYER_SHAPES]
+        raws = [random_matrix(t, o, i, rng) for _ in range(layers) for o, i in shapes]
+        mats = [pack(r, t, r.shape[0], shapes[k % 4][1]) for k, r in enumerate(raws)]
+        ints = ([pack_integer(r, t, r.shape[0], shapes[k % 4][1]) for k, r in enumerate(raws)]
+                if isa is not None else [])
+        xs = {n: {i: rng.standard_normal((n, i)).astype(np.float32) for _, i in shapes}
+              for n in counts}
+
+        def step(n: int, way: str) -> Callable[[], None]:
+            def run() -> None:
+                if way == "integer" and isa is not None:
+                    for w in ints:
+                        integer_matmul(xs[n][w.n_in], w, isa)
+                    return
+                for m in mats:
+                    (dense_matmul if way == "dense" else quantized_matmul)(xs[n][m.n_in], m)
+            return run
+
+        ways = ["float", "dense"] + (["integer"] if ints else [])
+        ones = median_times([step(1, w) for w in ways if w != "dense"], repeats * 4)
+        one = dict(zip([w for w in ways if w != "dense"], ones))
+        for n in counts:
+            times = dict(zip(ways, median_times([step(n, w) for w in ways], repeats * 2)))
+            r: dict[str, object] = {
+                "rows": n, "type": type_name(t), "float_ms": times["float"] * 1e3,
+                "quantized_steps": times["float"] / one["float"],
+                "dense_steps": times["dense"] / one["float"]}
+            if ints:
+                r |= {"integer_ms": times["integer"] * 1e3,
+                      "integer_steps": times["integer"] / one["integer"]}
+            r["faster"] = min(times, key=lambda w: times[w])
+            rows.append(r)
     return rows
 
 

@@ -209,7 +209,7 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized",
                 elif name not in pool:
                     pool[name] = make_drafter(name, m)
         for set_name, prompts in sets.items():
-            wides = ([None, True] if weights == "quantized" and set_name == "copy+edit+code"
+            wides = ([None, True] if weights == "quantized-float" and set_name == "copy+edit+code"
                      else [None])
             for names, wide in ((x, w) for x in DRAFTERS[model, set_name] for w in wides):
                 drafters = [pool[x] for x in names]
@@ -255,7 +255,7 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None,
 
 # float32 (in, out); with the (out, in) copy; with the copy in tiles; GGUF blocks; GGUF blocks
 # with a dequantized wide copy
-PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized+W@X.T")
+PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized-float", "quantized-float+W@X.T")
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
@@ -268,10 +268,11 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     "W@X.T" (with the (out, in) copies, ``Transformer.use_wide(tiles=False)``: W @ X.T from
     WIDE_ROWS rows on), "tiles" (with the copies in 64-output tiles, ``use_wide``'s default:
     ``llmnb.kernels.floats``' few-row kernel from TILED_ROWS up to TILED_MAX rows, X @ W.T
-    beyond), "quantized"
-    (``weights="quantized"``: ``llmnb.kernels``' few-row kernels, then dequantize + sgemm from
-    DENSE_ROWS rows on) and "quantized+W@X.T" (the same with a dequantized wide copy,
-    W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized decode step)."""
+    beyond), "quantized" (``weights="quantized"``: the integer products, ``llmnb.kernels.integer``,
+    where the CPU has them), "quantized-float" (the float kernels' few-row products, then
+    dequantize + sgemm from DENSE_ROWS rows on) and "quantized-float+W@X.T" (the same with a
+    dequantized wide copy, W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized
+    decode step)."""
     import llmnb
     from llmnb.ar.speculative_control import KNOTS
 
@@ -280,7 +281,7 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     with llmnb.threads(threads):
         loaded: dict[str, llmnb.Model] = {}
         for path in paths:
-            kind = "quantized" if path.startswith("quantized") else "f32"
+            kind = path.split("+")[0] if path.startswith("quantized") else "f32"
             if kind not in loaded:
                 loaded[kind] = llmnb.load(model, weights=kind)
             ts = rows if rows[0] == 1 else (1, *rows)          # T = 1: the unit

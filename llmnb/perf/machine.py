@@ -31,6 +31,7 @@ import numpy as np
 
 from llmnb.errors import UsageError
 from llmnb.hub import cache_dir
+from llmnb.output import atomic_path
 from llmnb.perf.peaks import gemv_bandwidth, read_bandwidth, sgemm_gflops, stream_bandwidth
 from llmnb.perf.roofline import Roof
 from llmnb.perf.threads import threads as use_threads
@@ -169,7 +170,8 @@ class MachineFacts:
         a read stream runs faster than STREAM's triad, which also writes (a roof that decode
         could beat would be no roof); GEMV's is one engine's achievement, not a limit."""
         if memory not in MEMORY_ROOFS:
-            raise UsageError(f"roof: memory must be one of {', '.join(MEMORY_ROOFS)}, got {memory!r}")
+            raise UsageError(f"roof: memory must be one of {', '.join(MEMORY_ROOFS)}, got "
+                             f"{memory!r}")
         if threads not in self.sgemm_gflops:
             raise UsageError(f"roof: no measurement at {threads} threads "
                              f"(measured: {', '.join(map(str, self.threads))})")
@@ -180,7 +182,8 @@ class MachineFacts:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "cpu": self.cpu, "logical_cpus": self.logical_cpus, "physical_cores": self.physical_cores,
+            "cpu": self.cpu, "logical_cpus": self.logical_cpus,
+            "physical_cores": self.physical_cores,
             "caches": dict(self.caches), "blas": list(self.blas),
             "OPENBLAS_CORETYPE": self.openblas_coretype, "OPENBLAS_L2_SIZE": self.openblas_l2_size,
             "python": self.python, "numpy": self.numpy, "compiled": self.compiled,
@@ -197,15 +200,16 @@ class MachineFacts:
     def lines(self) -> list[str]:
         """A short human-readable summary (the header of ``llmnb bench``)."""
         caches = " ".join(f"{k} {v >> 10} KiB" for k, v in self.caches.items())
-        out = [f"cpu: {self.cpu} ({self.physical_cores} physical cores, {self.logical_cpus} logical)",
+        out = [f"cpu: {self.cpu} ({self.physical_cores} physical cores, {self.logical_cpus} "
+               "logical)",
                f"caches: {caches or 'unknown'}",
                f"blas: {self.blas_kernel}",
                f"OPENBLAS_CORETYPE={self.openblas_coretype or '(unset)'} "
                f"OPENBLAS_L2_SIZE={self.openblas_l2_size or '(unset)'}",
                f"python {self.python}, numpy {self.numpy}, llmnb compiled: {self.compiled}",
                f"measured {self.measured_at} (sgemm n={self.sizes.sgemm_n}, stream "
-               f"{self.sizes.stream_bytes >> 20} MiB/array, gemv {self.sizes.gemv_bytes >> 20} MiB, "
-               f"median of {self.sizes.repeats})",
+               f"{self.sizes.stream_bytes >> 20} MiB/array, gemv {self.sizes.gemv_bytes >> 20} "
+               f"MiB, median of {self.sizes.repeats})",
                f"{'threads':>8} {'sgemm GFLOP/s':>14} {'read GB/s':>10} {'copy GB/s':>10} "
                f"{'triad GB/s':>11} {'gemv GB/s':>10} {'ridge FLOP/B':>13}"]
         for n in self.threads:
@@ -288,6 +292,8 @@ def cache_path(facts: MachineFacts) -> Path:
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
+    if not path.is_file():                     # (a FIFO there would block the read)
+        return {}
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -298,11 +304,10 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    """Temp file + rename: a reader never sees half a file."""
+    """Temp file + rename (``atomic_path``): a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1))
 
 
 def probe(threads: Sequence[int] | None = None, sizes: ProbeSizes = FULL,

@@ -66,7 +66,8 @@ def peer_step_ms(exe: Path, path: Path, canvas: int, threads: int, repeats: int)
         out = r.stdout + r.stderr
         m = re.search(r"time per step: ([0-9.]+)ms", out)
         if r.returncode != 0 or m is None:
-            raise RuntimeError(f"llama-diffusion-cli failed ({' '.join(cmd)}): {out.strip()[-500:]}")
+            raise RuntimeError(f"llama-diffusion-cli failed ({' '.join(cmd)}): "
+                               f"{out.strip()[-500:]}")
         if i > 0:                                               # the first run is the warm-up
             times.append(float(m.group(1)))
     return statistics.median(times)

@@ -130,7 +130,8 @@ def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,
 
 def thread_sweep(ar: Model | None, diffusion: Model | None, threads: Sequence[int],
                  gen_length: int = 64, prompt_tokens: int = 32, decode_tokens: int = 16,
-                 steps: int = 16, repeats: int = 3, on_point: OnPoint | None = None) -> list[ScalingPoint]:
+                 steps: int = 16, repeats: int = 3,
+                 on_point: OnPoint | None = None) -> list[ScalingPoint]:
     """AR decode (on `ar`) and diffusion steps (on `diffusion`, B = `gen_length`) at each
     thread count; either model may be None to measure only the other. `steps` only converts
     a step's time into diffuse-cpp's tok/s (B / (steps * step time))."""

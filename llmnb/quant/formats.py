@@ -8,6 +8,7 @@ tensor fails with a ``QuantError`` naming the type and the sizes, never with a r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -19,10 +20,11 @@ import llmnb.quant.kquants_dequant as kquants_dequant
 import llmnb.quant.kquants_quant as kquants_quant
 import llmnb.quant.legacy_dequant as legacy_dequant
 import llmnb.quant.legacy_quant as legacy_quant
-from llmnb.quant.chunked import DequantKernel, QuantKernel, dequantize_blocks, quantize_blocks
 
 U8 = npt.NDArray[np.uint8]
 F32 = npt.NDArray[np.float32]
+DequantKernel = Callable[[U8, F32], None]     # (blocks (n, type_size), out (n, block_size))
+QuantKernel = Callable[[F32, U8], None]       # (x (n, block_size), out (n, type_size))
 
 
 class QuantError(LLMNBError):
@@ -31,22 +33,23 @@ class QuantError(LLMNBError):
     exit_code = EXIT_MODEL
 
 
+@dataclass
 class QuantFormat:
     """One ggml tensor type: block geometry and its kernels (None where llmnb has none)."""
 
-    def __init__(self, ggml_type: int, dequant_kernel: DequantKernel | None = None,
-                 quant_kernel: QuantKernel | None = None,
-                 dequant_flat: Callable[[U8], F32] | None = None,
-                 quant_flat: Callable[[F32], U8] | None = None,
-                 scale_offsets: tuple[int, ...] = ()) -> None:
-        self.ggml_type = ggml_type
-        self.name = type_name(ggml_type)
-        self.block_size, self.type_size = GGML_BLOCK_SIZES[ggml_type]
-        self.dequant_kernel = dequant_kernel
-        self.quant_kernel = quant_kernel
-        self.dequant_flat = dequant_flat     # one-element "blocks" (F32, F16, BF16)
-        self.quant_flat = quant_flat
-        self.scale_offsets = scale_offsets   # byte offsets of the float16 scales in a block
+    ggml_type: int
+    dequant_kernel: DequantKernel | None = None
+    quant_kernel: QuantKernel | None = None
+    dequant_flat: Callable[[U8], F32] | None = None    # one-element "blocks" (F32, F16, BF16)
+    quant_flat: Callable[[F32], U8] | None = None
+    scale_offsets: tuple[int, ...] = ()      # byte offsets of the float16 scales in a block
+    name: str = field(init=False)
+    block_size: int = field(init=False)      # elements per block
+    type_size: int = field(init=False)       # bytes per block
+
+    def __post_init__(self) -> None:
+        self.name = type_name(self.ggml_type)
+        self.block_size, self.type_size = GGML_BLOCK_SIZES[self.ggml_type]
 
     @property
     def bits_per_weight(self) -> float:
@@ -97,9 +100,16 @@ def supported(what: str) -> str:
     return ", ".join(names)
 
 
+def type_id(ggml_type: int | str) -> int:
+    """A ggml type id, given it or its name ('Q4_K'); -1 for an unknown name."""
+    if isinstance(ggml_type, str):
+        return GGML_TYPE_IDS.get(ggml_type.upper(), -1)
+    return int(ggml_type)
+
+
 def format_of(ggml_type: int | str, what: str) -> QuantFormat:
     """The registry entry for a type id or name ('Q4_K'), or QuantError naming what is supported."""
-    tid = GGML_TYPE_IDS.get(ggml_type.upper(), -1) if isinstance(ggml_type, str) else int(ggml_type)
+    tid = type_id(ggml_type)
     fmt = FORMATS.get(tid)
     ok = fmt is not None and (fmt.can_dequantize if what == "dequantize" else fmt.can_quantize)
     if fmt is None or not ok:
@@ -109,12 +119,48 @@ def format_of(ggml_type: int | str, what: str) -> QuantFormat:
 
 
 def bits_per_weight(ggml_type: int | str) -> float:
-    """Storage bits per element of a ggml type, scales included (Q4_0: 4.5, Q4_K: 4.5, Q6_K: 6.5625)."""
-    tid = GGML_TYPE_IDS.get(ggml_type.upper(), -1) if isinstance(ggml_type, str) else int(ggml_type)
+    """Storage bits per element of a ggml type, scales included (Q4_0: 4.5, Q4_K: 4.5,
+    Q6_K: 6.5625)."""
+    tid = type_id(ggml_type)
     if tid not in GGML_BLOCK_SIZES:
         raise QuantError(f"unknown tensor type {ggml_type!r}: expected a ggml type name or id")
     block, size = GGML_BLOCK_SIZES[tid]
     return 8.0 * size / block
+
+
+# --- whole tensors, in chunks ------------------------------------------------------------------
+# numpy evaluates one operation at a time over a whole array, so a kernel written as five array
+# expressions streams the tensor through memory five times. Cutting the blocks into chunks keeps
+# the temporaries near L2 while the Python overhead per chunk stays small.
+
+CHUNK_ELEMENTS = 1 << 16   # elements per chunk: 256 KiB of float32 output
+# Dequantizing chunks by blocks: 2048 blocks is 64K elements of a 32-element type but 512K
+# of a k-quant, whose kernels make some thirty numpy calls per chunk, so the larger chunk pays
+# for them fewer times, though it spills L2.
+DEQUANT_CHUNK_BLOCKS = 2048
+
+def dequantize_blocks(kernel: DequantKernel, blocks: npt.NDArray[np.uint8],
+                      block_size: int) -> npt.NDArray[np.float32]:
+    """Apply `kernel(blocks_chunk, out_chunk)` chunk by chunk; blocks (n, type_size)."""
+    n_blocks = blocks.shape[0]
+    out = np.empty((n_blocks, block_size), dtype=np.float32)   # (n, block_size)
+    step = DEQUANT_CHUNK_BLOCKS
+    for start in range(0, n_blocks, step):
+        stop = min(n_blocks, start + step)
+        kernel(blocks[start:stop], out[start:stop])
+    return out
+
+
+def quantize_blocks(kernel: QuantKernel, x: npt.NDArray[np.float32], block_size: int,
+                    type_size: int) -> npt.NDArray[np.uint8]:
+    """Apply `kernel(x_chunk, out_chunk)` chunk by chunk; x (n, block_size) float32."""
+    n_blocks = x.shape[0]
+    out = np.empty((n_blocks, type_size), dtype=np.uint8)      # (n, type_size)
+    step = max(1, CHUNK_ELEMENTS // block_size)
+    for start in range(0, n_blocks, step):
+        stop = min(n_blocks, start + step)
+        kernel(x[start:stop], out[start:stop])
+    return out
 
 
 def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequence[int]) -> F32:
@@ -140,7 +186,8 @@ def dequantize(raw: npt.NDArray[np.generic], ggml_type: int | str, shape: Sequen
         raise QuantError(f"{fmt.name} tensor: expected raw uint8 bytes, got dtype {data.dtype}")
     if data.size != expected:
         raise QuantError(f"{fmt.name} tensor of shape {dims}: expected {expected} bytes "
-                         f"({n} elements at {fmt.type_size} bytes per {fmt.block_size}), got {data.size}")
+                         f"({n} elements at {fmt.type_size} bytes per {fmt.block_size}), got "
+                         f"{data.size}")
     flat = np.ascontiguousarray(data).reshape(-1)
     if fmt.dequant_flat is not None:
         return fmt.dequant_flat(flat).reshape(dims)
@@ -176,7 +223,7 @@ def quantize(x: npt.NDArray[np.generic], ggml_type: int | str) -> U8:
     with np.errstate(all="ignore"):  # tiny values overflow 1/d, as in ggml; the scale is 0
         raw = quantize_blocks(fmt.quant_kernel, blocks, fmt.block_size, fmt.type_size)
     for off in fmt.scale_offsets:
-        exponent = raw[:, off + 1] & 0x7C                             # (n_blocks,) f16 exponent bits
+        exponent = raw[:, off + 1] & 0x7C                             # (n_blocks,) exponents
         bad = np.flatnonzero(exponent == 0x7C)
         if bad.size:
             i = int(bad[0])

@@ -48,6 +48,7 @@ import numpy as np
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, UINT32, GGMLType, type_name
 from llmnb.gguf.reader import GGUFFile, MetadataField, TensorInfo, open_gguf
 from llmnb.gguf.writer import TensorToWrite, write_gguf
+from llmnb.output import check_output
 from llmnb.quant.formats import QuantError, dequantize, quantize
 
 T = GGMLType
@@ -193,6 +194,7 @@ def quantize_file(in_path: str | os.PathLike[str], out_path: str | os.PathLike[s
     key = file_type.upper()
     if mixture is not None and mixture not in MIXTURES:
         raise QuantError(f"mixture: expected one of {', '.join(MIXTURES)}, got {mixture!r}")
+    check_output(out_path)                      # before any work: a device is never replaced
     with open_gguf(in_path) as f:
         tensors = list(f.tensors.values())
         if mixture is None:

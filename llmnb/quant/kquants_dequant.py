@@ -22,14 +22,14 @@ bytes are read in runs of 32, one bit-plane (shift) at a time, which is exactly 
 (``d*sc`` first, then times q, then minus ``dmin*m``), so results are bit-identical to
 gguf-py, NaN/Inf scales included. Quants are assembled in contiguous uint8/int8 arrays;
 the per-sub-block scales are repeated over their elements so the float passes are
-contiguous too (``chunked.per_element``).
+contiguous too (``block_fields.per_element``).
 """
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import bit_planes, byte_columns, f16_column, per_element
+from llmnb.quant.block_fields import bit_planes, byte_columns, f16_column, per_element
 
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]
@@ -71,7 +71,7 @@ def q3_k_scales(blocks: U8) -> U8:
     high 2 bits (scale j in byte 8 + j % 4, bits 2 * (j // 4)). As words w0, w1, w2, scales
     4k..4k+3 are one word each (the masks keep every byte to itself)."""
     w = scale_words(blocks, 96)                                      # (3, n)
-    low = (w[None, 0:2] >> LOW_NIBBLE) & np.uint32(0x0F0F0F0F)       # (2, 2, n): w0, w1, w0>>4, w1>>4
+    low = (w[None, 0:2] >> LOW_NIBBLE) & np.uint32(0x0F0F0F0F)       # (2, 2, n): w0, w1, >> 4
     high = (w[2] >> SHIFTS_2BIT) & np.uint32(0x03030303)             # (4, n): w2 >> 0, 2, 4, 6
     high <<= np.uint32(4)
     high |= low.reshape(high.shape)                                  # (4 words, n)
@@ -101,7 +101,7 @@ def k4_scales_mins(blocks: U8) -> tuple[U8, U8]:
     the spare top bits of bytes j-4 (scale) and j (min) — ggml's ``get_scale_min_k4``.
     As words a, b, c = bytes 0..3, 4..7, 8..11 that is four sub-blocks per operation."""
     w = scale_words(blocks, 4)                                       # (3, n): a, b, c
-    both = np.empty((2, 2, w.shape[1]), dtype=np.uint32)             # (sub-blocks 0-3|4-7, scale|min, n)
+    both = np.empty((2, 2, w.shape[1]), dtype=np.uint32)             # (0-3|4-7, scale|min, n)
     np.bitwise_and(w[0:2], np.uint32(0x3F3F3F3F), out=both[0])       # a & 63, b & 63
     top = (w[0:2] >> np.uint32(2)) & np.uint32(0x30303030)           # (2, n): bits 6,7 -> 4,5
     low = (w[2] >> LOW_NIBBLE.reshape(2, 1)) & np.uint32(0x0F0F0F0F)   # (2, n): c, c >> 4

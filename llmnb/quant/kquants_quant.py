@@ -17,8 +17,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import put_f16_column, where32
-from llmnb.quant.kquants_search import GROUP_MAX_EPS, make_qkx2_quants, make_qx_quants_rmse, running_sum
+from llmnb.quant.block_fields import put_f16_column, where32
+from llmnb.quant.kquants_search import (
+    GROUP_MAX_EPS, make_qkx2_quants, make_qx_quants_rmse, running_sum,
+)
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
@@ -30,7 +32,8 @@ def f16_round_trip(v: F32) -> F32:
 
 
 def six_bit(values: F32, top: F32) -> F32:
-    """ggml's ``MIN(63, (uint8_t)nearest_int(63/top * v))`` per sub-block; values (b, 8), top (b, 1)."""
+    """ggml's ``MIN(63, (uint8_t)nearest_int(63/top * v))`` per sub-block; values (b, 8),
+    top (b, 1)."""
     inv = where32(top > 0, np.float32(63) / where32(top > 0, top, np.float32(1)), np.float32(0))
     q = np.rint(values * inv).astype(np.int64) & 0xFF                # the C code stores to uint8
     out: F32 = np.minimum(q, 63).astype(np.float32)                  # (b, 8)
@@ -42,7 +45,7 @@ def pack_k4_scales(ls: F32, lm: F32) -> U8:
     s = ls.astype(np.uint8)
     m = lm.astype(np.uint8)
     out = np.empty((s.shape[0], 12), dtype=np.uint8)                 # (b, 12)
-    out[:, 0:4] = s[:, 0:4] | ((s[:, 4:8] >> 4) << 6)                # scale low 6 | top bits of 4..7
+    out[:, 0:4] = s[:, 0:4] | ((s[:, 4:8] >> 4) << 6)                # low 6 | top bits of 4..7
     out[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
     out[:, 8:12] = (s[:, 4:8] & 0x0F) | ((m[:, 4:8] & 0x0F) << 4)
     return out
@@ -52,7 +55,7 @@ def affine_k_levels(x: F32, nmax: int, rmin: float, rdelta: float, nstep: int,
                     out: U8) -> F32:
     """Steps 1-3 for Q4_K/Q5_K: x (b, 256) -> levels (b, 256) in 0..nmax; writes d, dmin, scales."""
     b = x.shape[0]
-    xs = np.ascontiguousarray(x.reshape(b * 8, 32).T)                # (32, 8b) sub-blocks as columns
+    xs = np.ascontiguousarray(x.reshape(b * 8, 32).T)                # (32, 8b): sub-block columns
     av_x = np.sqrt(running_sum(xs * xs) / np.float32(32))            # (8b,) rms of the sub-block
     ws = np.abs(xs) + av_x                                           # (32, 8b) importance
     scale, the_min, levels = make_qkx2_quants(xs, ws, nmax, rmin, rdelta, nstep)
@@ -126,7 +129,7 @@ def q6_k_kernel(x: F32, out: U8) -> None:
     np.clip(v, np.float32(-32), np.float32(31), out=v)
     v += np.float32(32)
     levels = np.where(live, v, levels)
-    q = np.ascontiguousarray(levels.T).astype(np.uint8).reshape(b, 2, 4, 32)   # (b, half, plane, 32)
+    q = np.ascontiguousarray(levels.T).astype(np.uint8).reshape(b, 2, 4, 32)  # (b, half, plane, 32)
     ql = (q[:, :, 0:2] & 0x0F) | ((q[:, :, 2:4] & 0x0F) << 4)        # (b, half, 2 runs, 32)
     out[:, 0:128] = ql.reshape(b, 128)
     high = q >> 4                                                    # (b, half, plane, 32), 0..3

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import where32
+from llmnb.quant.block_fields import where32
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]

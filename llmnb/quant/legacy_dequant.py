@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import bit_planes, byte_columns, f16_column, per_element
+from llmnb.quant.block_fields import bit_planes, byte_columns, f16_column, per_element
 
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from llmnb.quant.chunked import put_f16_column, where32
+from llmnb.quant.block_fields import put_f16_column, where32
 
 U8 = npt.NDArray[np.uint8]
 F32 = npt.NDArray[np.float32]

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from llmnb.tokenizer.errors import TokenizerError
-from llmnb.tokenizer.pretokenizers import PRE_TOKENIZERS, pre_tokenizer_spec, supported_pre_tokenizers
+from llmnb.tokenizer.pretokenizers import (
+    PRE_TOKENIZERS, pre_tokenizer_spec, supported_pre_tokenizers,
+)
 from llmnb.tokenizer.vocab import KEY_MERGES, KEY_PRE, Vocab, added_tokens_spec
 
 
@@ -63,14 +65,14 @@ def byte_bpe_spec(vocab: Vocab) -> dict[str, object]:
     choice = PRE_TOKENIZERS.get(vocab.pre)
     if choice is None:
         raise TokenizerError(vocab.source, KEY_PRE,
-                             f"a pre-tokenizer llmnb knows ({', '.join(supported_pre_tokenizers())}), "
-                             f"got {vocab.pre!r}")
+                             "a pre-tokenizer llmnb knows "
+                             f"({', '.join(supported_pre_tokenizers())}), got {vocab.pre!r}")
     regexes, ignore_merges = choice
     ids = {t: i for i, t in enumerate(vocab.tokens)}    # a repeated text keeps its last id
     # A byte with no token (Falcon, MPT, StarCoder lack a few) still keeps its place in the
     # word in llama.cpp, so the bytes around it do not merge across it, and is dropped from the
     # output. tokenizers' BPE would skip it before merging; as the unknown token it stays put,
-    # under an id past the vocabulary that encode() then drops (UNKNOWN_BYTE_ID).
+    # under an id past the vocabulary (len(vocab.tokens)) that encode() then drops.
     unk = None
     if any(ch not in ids for ch in BYTE_TO_CHAR.values()):
         unk = UNKNOWN_BYTE

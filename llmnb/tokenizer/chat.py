@@ -16,6 +16,7 @@ file has none, e.g. diffuse-cpp's GGUFs, which carry no tokenizer at all.
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -26,7 +27,9 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmnb.tokenizer.errors import TokenizerError
-from llmnb.tokenizer.sandbox import SandboxLimits, bound_environment, compile_bounded, render_bounded
+from llmnb.tokenizer.sandbox import (
+    SandboxLimits, bound_environment, compile_bounded, render_bounded,
+)
 
 # Plain ChatML (<|im_start|>role\ncontent<|im_end|>\n), no default system prompt.
 CHATML: Final = (
@@ -77,7 +80,8 @@ BUILTIN_BOS: Final[dict[str, str]] = {"llama3": "<|begin_of_text|>", "llada": "<
 
 
 def builtin_template(name: str) -> str:
-    """The Jinja text of a built-in template, by name (``chatml``, ``llama3``, ``llada``, ``dream``)."""
+    """The Jinja text of a built-in template, by name (``chatml``, ``llama3``, ``llada``,
+    ``dream``)."""
     text = BUILTIN_TEMPLATES.get(name.lower())
     if text is None:
         raise TokenizerError("chat template", name,
@@ -94,7 +98,8 @@ def raise_exception(message: str) -> str:
 
 def tojson(value: object, ensure_ascii: bool = False, indent: int | None = None,
            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """``tojson`` as transformers defines it: plain ``json.dumps``, non-ASCII kept, no HTML escaping."""
+    """``tojson`` as transformers defines it: plain ``json.dumps``, non-ASCII kept, no HTML
+    escaping."""
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
 
@@ -117,26 +122,25 @@ def make_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-_ENV: ImmutableSandboxedEnvironment | None = None
-_COMPILED: dict[str, jinja2.Template] = {}
+@functools.lru_cache(maxsize=1)
+def environment() -> ImmutableSandboxedEnvironment:
+    """The one sandboxed environment every template is compiled in."""
+    return make_environment()
+
+
+@functools.lru_cache(maxsize=32)       # a process meets a few templates: the last 32 are kept
+def _compiled(template: str) -> jinja2.Template:
+    return compile_bounded(environment(), template)
 
 
 def compile_template(template: str, source: str = "chat template") -> jinja2.Template:
     """Parse ``template`` once (cached by its text); a syntax error becomes ``TokenizerError``."""
-    global _ENV
-    cached = _COMPILED.get(template)
-    if cached is not None:
-        return cached
-    if _ENV is None:
-        _ENV = make_environment()
     try:
-        compiled = compile_bounded(_ENV, template)
+        return _compiled(template)
     except jinja2.TemplateSyntaxError as e:
         raise TokenizerError(source, "tokenizer.chat_template",
                              f"valid Jinja; syntax error at template line {e.lineno}: {e.message}"
                              ) from None
-    _COMPILED[template] = compiled
-    return compiled
 
 
 def render_chat(template: str, messages: Sequence[Mapping[str, object]],

@@ -5,7 +5,8 @@ from llmnb.errors import EXIT_MODEL, LLMNBError
 
 
 class TokenizerError(LLMNBError):
-    """A vocabulary or chat template llmnb cannot use (names the file, the key and what was expected)."""
+    """A vocabulary or chat template llmnb cannot use (names the file, the key and what was
+    expected)."""
 
     exit_code = EXIT_MODEL
 

@@ -6,8 +6,8 @@ from using all the time and memory there is: nested ``range`` loops, ``'x' * 10*
 a string doubled in a loop with ``~``, ``'{:>999999999}'.format(x)``, ``10 ** 10 ** 10``.
 A GGUF's ``tokenizer.chat_template`` is untrusted, so llmnb renders it within limits
 (``SandboxLimits``): wall time, loop iterations, the length of any string or list built and
-of all the text written, the size of integers. Every place where a template can repeat work or grow a
-value is checked before the work is done:
+of all the text written, the size of integers. Every place where a template can repeat work or grow
+a value is checked before the work is done:
 
 * loops: each ``for`` iterable is wrapped (an AST rewrite) to count iterations and check time;
 * writing: every piece a template writes, literal text or ``{{ }}``, is counted (an AST
@@ -65,7 +65,8 @@ class Budget:
         for item in iterable:
             self.iterations += 1
             if self.iterations > self.limits.iterations:
-                raise SecurityError(f"the template looped more than {self.limits.iterations:,} times")
+                raise SecurityError(f"the template looped more than {self.limits.iterations:,} "
+                                    "times")
             self.tick()
             yield item
 
@@ -303,7 +304,8 @@ def compile_bounded(env: ImmutableSandboxedEnvironment, source: str) -> jinja2.T
     for output in tree.find_all(nodes.Output):
         output.nodes = [_guard_call("llmnb_write", n) for n in output.nodes]
     code = env.compile(tree)
-    template: jinja2.Template = env.template_class.from_code(env, code, env.make_globals(None), None)
+    template: jinja2.Template = env.template_class.from_code(env, code, env.make_globals(None),
+                                                              None)
     return template
 
 

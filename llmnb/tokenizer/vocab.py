@@ -9,6 +9,7 @@ Python lists, so the builders never touch numpy or guess at types.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -76,44 +77,38 @@ MODELS: Final = {
 WORDPIECE_DEFAULT_IDS: Final = {"bos": 101, "unk": 100, "sep": 102, "pad": 0, "mask": 103}
 
 
+@dataclass
 class SpecialIds:
     """The special token ids of a vocabulary (None where the model has none)."""
 
-    def __init__(self, bos: int | None = None, eos: int | None = None, eot: int | None = None,
-                 pad: int | None = None, unk: int | None = None, mask: int | None = None,
-                 sep: int | None = None) -> None:
-        self.bos = bos
-        self.eos = eos
-        self.eot = eot
-        self.pad = pad
-        self.unk = unk
-        self.mask = mask
-        self.sep = sep
+    bos: int | None = None
+    eos: int | None = None
+    eot: int | None = None
+    pad: int | None = None
+    unk: int | None = None
+    mask: int | None = None
+    sep: int | None = None
 
 
+@dataclass
 class Vocab:
     """One vocabulary as plain lists: everything a builder needs, already checked."""
 
-    def __init__(self, model: str, pre: str, tokens: list[str], types: list[int],
-                 scores: list[float], merges: list[str], special: SpecialIds,
-                 add_bos: bool, add_eos: bool, add_space_prefix: bool,
-                 chat_template: str | None, source: str, add_sep: bool = False,
-                 lowercase: bool = False, strip_accents: bool = False) -> None:
-        self.model = model
-        self.pre = pre
-        self.tokens = tokens
-        self.types = types
-        self.scores = scores
-        self.merges = merges
-        self.special = special
-        self.add_bos = add_bos
-        self.add_eos = add_eos
-        self.add_space_prefix = add_space_prefix
-        self.chat_template = chat_template
-        self.source = source
-        self.add_sep = add_sep                # WordPiece: [SEP] after the text
-        self.lowercase = lowercase            # WordPiece normaliser options
-        self.strip_accents = strip_accents
+    model: str                        # ``tokenizer.ggml.model`` (a key of MODELS)
+    pre: str                          # the pre-tokenizer's name
+    tokens: list[str]
+    types: list[int]
+    scores: list[float]
+    merges: list[str]
+    special: SpecialIds
+    add_bos: bool
+    add_eos: bool
+    add_space_prefix: bool
+    chat_template: str | None
+    source: str                       # the file, for messages
+    add_sep: bool = False             # WordPiece: [SEP] after the text
+    lowercase: bool = False           # WordPiece normaliser options
+    strip_accents: bool = False
 
 
 def read_vocab(md: Mapping[str, object], source: str) -> Vocab:

@@ -89,7 +89,8 @@ def wordpiece_spec(vocab: Vocab) -> dict[str, object]:
     unk = vocab.special.unk
     if unk is None:
         raise TokenizerError(vocab.source, "tokenizer.ggml.unknown_token_id",
-                             "an unknown-token id (WordPiece gives [UNK] to a word it cannot cover)")
+                             "an unknown-token id (WordPiece gives [UNK] to a word it cannot "
+                             "cover)")
     normalizers: list[dict[str, object]] = [
         {"type": "Replace", "pattern": {"Regex": DROPPED}, "content": ""},
     ]

@@ -61,13 +61,14 @@ def token_labels(model: Model, ids: I64 | list[int]) -> list[str]:
 
 
 def head_summary(maps: F32, layer: int, head: int) -> tuple[float, float, float]:
-    """Mean weight, over queries 1.., on the first token, the previous token, itself."""
+    """Mean weight on the first token, the previous token and itself, over queries 2..: there
+    the three are different keys, so the shares add up to at most 1 (for query 1 the previous
+    token is the first). A sequence of fewer than 3 tokens uses the queries it has."""
     p = maps[layer, head]                                           # (T, T)
     t = p.shape[0]
-    if t < 2:
-        return 1.0, 0.0, 1.0
-    q = np.arange(1, t)
-    return (float(p[q, 0].mean()), float(p[q, q - 1].mean()), float(p[q, q].mean()))
+    q = np.arange(min(2, t - 1), t)
+    return (float(p[q, 0].mean()), float(p[q, np.maximum(q - 1, 0)].mean()),
+            float(p[q, q].mean()))
 
 
 def plot_attention(maps: F32, layer: int, head: int, labels: list[str],

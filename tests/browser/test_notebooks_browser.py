@@ -11,10 +11,11 @@ Which notebooks: the ones whose code displays widgets (found by reading their co
 at least those with a check that moving a control changes what the widget shows:
 04_transformer (the attention explorer), 06_sampling (the next-token explorer), 08_roofline
 (the roofline explorer and the thread-scaling runner) and 12_masked_diffusion (the denoising
-viewer, and the diffusion canvas viewer: one step against sixteen on a multi-answer prompt). Every notebook's code already runs under nbval; a notebook without widgets has nothing
-more for a browser to find, while each one opened costs a page load, a kernel and a second run
-of all its cells (notebook 12: about 25 s here against nbval's 4 s), so opening all of them
-would slow CI by minutes for no new check. The server's root is the repository, so the
+viewer, and the diffusion canvas viewer: one step against sixteen on a multi-answer prompt).
+Every notebook's code already runs under nbval; a notebook without widgets has nothing more for
+a browser to find, while each one opened costs a page load, a kernel and a second run of all its
+cells (notebook 12: about 25 s here against nbval's 4 s), so opening all of them would slow CI by
+minutes for no new check. The server's root is the repository, so the
 notebooks are opened as notebooks/NN_name.ipynb.
 
 Each notebook must finish without an error output; every widget output must render as a widget
@@ -193,14 +194,16 @@ def lab() -> Iterator[Lab]:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"jupyter lab exited ({proc.returncode}):\n{server.log_tail()}")
+                raise AssertionError(f"jupyter lab exited ({proc.returncode}):\n"
+                                     f"{server.log_tail()}")
             try:
                 server.api("GET", "/api/status")
                 break
             except (OSError, urllib.error.URLError):
                 if time.monotonic() > deadline:
                     raise AssertionError(f"jupyter lab did not answer within "
-                                         f"{SERVER_START_TIMEOUT_S} s:\n{server.log_tail()}")
+                                         f"{SERVER_START_TIMEOUT_S} s:\n{server.log_tail()}"
+                                         ) from None
                 time.sleep(0.3)
         yield server
     finally:
@@ -255,7 +258,8 @@ _OPEN_JS = """async () => {
 # Run > Run All Cells on the notebook found above (the only document in a fresh workspace).
 _RUN_ALL_JS = """async (timeoutMs) => {
   const app = window.jupyterapp;
-  if (app.shell.currentWidget !== window.__llmnbPanel) throw new Error('the notebook is not current');
+  if (app.shell.currentWidget !== window.__llmnbPanel)
+    throw new Error('the notebook is not current');
   const timeout = new Promise((_, reject) => setTimeout(
       () => reject(new Error('Run All did not finish in ' + timeoutMs / 1000 + ' s')), timeoutMs));
   return await Promise.race([app.commands.execute('notebook:run-all-cells'), timeout]);
@@ -362,17 +366,21 @@ def _check_widgets_render(page: Any, name: str, expected: int) -> None:
             arg=[selector, expected], timeout=30_000)
     except Exception:
         pass                                  # the assertions below say what is missing
-    for text in page.locator('.jp-OutputArea-output[data-mime-type="text/plain"]').all_inner_texts():
+    plain = page.locator('.jp-OutputArea-output[data-mime-type="text/plain"]')
+    for text in plain.all_inner_texts():
         assert not WIDGET_REPR.search(text), f"{name}: a widget shown as text: {text[:300]}"
-    errors = page.locator(".widget-error, .jp-OutputArea-output:has-text('Error displaying widget')")
+    errors = page.locator(".widget-error, "
+                          ".jp-OutputArea-output:has-text('Error displaying widget')")
     assert errors.count() == 0, f"{name}: widget errors: {errors.all_inner_texts()}"
     shown = page.locator(selector).count()
-    assert shown == expected, f"{name}: {shown} rendered widget outputs, the notebook has {expected}"
+    assert shown == expected, (f"{name}: {shown} rendered widget outputs, the notebook has "
+                               f"{expected}")
 
 
 def _slider(container: Any, description: str) -> Any:
     slider = container.locator(".widget-slider").filter(
-        has=container.page.locator(".widget-label", has_text=re.compile(rf"^{re.escape(description)}$")))
+        has=container.page.locator(".widget-label",
+                                   has_text=re.compile(rf"^{re.escape(description)}$")))
     assert slider.count() == 1, f"expected one slider '{description}', found {slider.count()}"
     return slider
 
@@ -529,7 +537,8 @@ def check_canvas_viewer(page: Any) -> None:
     for step in range(2, 5):
         assert _step_right(slider) == str(step)
         after = _wait_change(page, many.inner_text, before, "the many-step canvas")
-        assert f"step {step} of" in after and after.count("▒") < before.count("▒"), (before, after)
+        assert f"step {step} of" in after, (before, after)
+        assert after.count("▒") < before.count("▒"), (before, after)
         before = after
     assert one.inner_text().count("▒") == 0, "the one-step run changed"
     _shot(box, "canvas_viewer_step4.png")

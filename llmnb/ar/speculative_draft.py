@@ -12,6 +12,7 @@ at token 10,000.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -22,18 +23,17 @@ from llmnb.ar.sampling import Sampler
 F64 = npt.NDArray[np.float64]
 
 
+@dataclass(eq=False)                  # a draft is itself, not its tokens
 class Draft:
     """Up to K proposed tokens and, when they were sampled, their distributions q (K, vocab).
     `tag` sorts a drafter's drafts into kinds whose acceptance is tracked apart (the lookup's
     match length); `prior` is the per-token acceptance to assume for a kind not seen yet.
     ``q is None`` means deterministic (greedy drafts, lookups): q is one-hot on each token."""
 
-    def __init__(self, tokens: list[int], q: F64 | None = None, tag: int = 0,
-                 prior: float = 0.5) -> None:
-        self.tokens = tokens
-        self.q = q
-        self.tag = tag
-        self.prior = prior
+    tokens: list[int]
+    q: F64 | None = None
+    tag: int = 0
+    prior: float = 0.5
 
     def cut(self, n: int) -> Draft:
         """The first `n` tokens of this draft."""

@@ -1,58 +1,17 @@
-"""Run a block kernel over a tensor in cache-sized chunks, and the array moves kernels share.
+"""Reading and writing the fields of GGUF blocks as long numpy loops.
 
-numpy evaluates one operation at a time over a whole array, so a dequantizer written
-as five array expressions streams the tensor through memory five times. Cutting the
-blocks into chunks (64K elements to quantize, 2048 blocks to dequantize) keeps the
-temporaries near L2 (1 MiB per core on the reference machine) while the Python overhead
-per chunk stays small.
-
-numpy's other cost is per inner loop: an operation on a (n, 16) slice of (n, 18) blocks,
-or a (n, 32) array times a (n, 1) scale, runs n loops of 16 or 32 elements, and the loop
-set-up costs more than the arithmetic. The dequant kernels therefore only do arithmetic on
-contiguous arrays (one long loop): ``byte_columns`` copies a field out of every block as
-one wide item per block, ``bit_planes`` splits packed bits with the plane axis outermost,
-and ``per_element`` repeats each scale over its run of elements.
+numpy's cost is per inner loop: an operation on a (n, 16) slice of (n, 18) blocks, or a
+(n, 32) array times a (n, 1) scale, runs n loops of 16 or 32 elements, and the loop set-up
+costs more than the arithmetic. The block kernels (``legacy_*``, ``kquants_*``,
+``llmnb.kernels.layout``) therefore only do arithmetic on contiguous arrays (one long loop):
+``byte_columns`` copies a field out of every block as one wide item per block, ``bit_planes``
+splits packed bits with the plane axis outermost, ``per_element`` repeats each scale over its
+run of elements, and ``f16_column`` / ``put_f16_column`` read and write the float16 scales.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import numpy.typing as npt
-
-CHUNK_ELEMENTS = 1 << 16   # elements per chunk: 256 KiB of float32 output
-# Dequantizing chunks by blocks: 2048 blocks is 64K elements of a 32-element type but 512K
-# of a k-quant, whose kernels make some thirty numpy calls per chunk, so the larger chunk pays
-# for them fewer times, though it spills L2.
-DEQUANT_CHUNK_BLOCKS = 2048
-
-DequantKernel = Callable[[npt.NDArray[np.uint8], npt.NDArray[np.float32]], None]
-QuantKernel = Callable[[npt.NDArray[np.float32], npt.NDArray[np.uint8]], None]
-
-
-def dequantize_blocks(kernel: DequantKernel, blocks: npt.NDArray[np.uint8],
-                      block_size: int) -> npt.NDArray[np.float32]:
-    """Apply `kernel(blocks_chunk, out_chunk)` chunk by chunk; blocks (n, type_size)."""
-    n_blocks = blocks.shape[0]
-    out = np.empty((n_blocks, block_size), dtype=np.float32)   # (n, block_size)
-    step = DEQUANT_CHUNK_BLOCKS
-    for start in range(0, n_blocks, step):
-        stop = min(n_blocks, start + step)
-        kernel(blocks[start:stop], out[start:stop])
-    return out
-
-
-def quantize_blocks(kernel: QuantKernel, x: npt.NDArray[np.float32], block_size: int,
-                    type_size: int) -> npt.NDArray[np.uint8]:
-    """Apply `kernel(x_chunk, out_chunk)` chunk by chunk; x (n, block_size) float32."""
-    n_blocks = x.shape[0]
-    out = np.empty((n_blocks, type_size), dtype=np.uint8)      # (n, type_size)
-    step = max(1, CHUNK_ELEMENTS // block_size)
-    for start in range(0, n_blocks, step):
-        stop = min(n_blocks, start + step)
-        kernel(x[start:stop], out[start:stop])
-    return out
-
 
 # every float16 bit pattern -> its float32 value (numpy's own conversion, so NaN payloads
 # match gguf-py); a gather from this 256 KiB table is faster than numpy's float16 cast
@@ -68,7 +27,8 @@ def f16_column(blocks: npt.NDArray[np.uint8], offset: int) -> npt.NDArray[np.flo
     return np.take(F16_TO_F32, halves).reshape(-1, 1)           # (n, 1)
 
 
-def put_f16_column(out: npt.NDArray[np.uint8], offset: int, values: npt.NDArray[np.float32]) -> None:
+def put_f16_column(out: npt.NDArray[np.uint8], offset: int,
+                   values: npt.NDArray[np.float32]) -> None:
     """Store (n, 1) float32 `values` as float16 (round to nearest even) at byte `offset`."""
     out[:, offset:offset + 2] = values.astype(np.float16).view(np.uint8)   # (n, 2)
 

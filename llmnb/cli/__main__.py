@@ -1,0 +1,6 @@
+"""``python -m llmnb.cli``: the ``llmnb`` command."""
+import sys
+
+from llmnb.cli import main
+
+sys.exit(main())

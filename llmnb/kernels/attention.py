@@ -1,0 +1,78 @@
+"""Attention for a few rows whose every row is the same bits however many rows come with it.
+
+A speculative verify batch must give each of its rows exactly the logits that decoding that
+token alone gives, or its greedy choice can part from plain decoding's. With 8-bit activations
+(``integer.py``) this is not a matter of rounding: a last-bit difference in one activation can
+round it to the other side of a quantization step, and the model turns that into logit changes
+of tenths. BLAS's matrix products are not row-exact across shapes: a row's dot products and sums
+are ordered by how many rows and keys the call holds, and a verify row sees masked keys (its
+tree's other branches, the batch's later tokens) that a decode step does not. So here every
+(row, head) is computed on its own, in one fixed order over the keys it may see and skipping the
+ones it may not:
+
+    s_j = (q . k_j) / sqrt(hd)   for each allowed key j, the dot in 16 interleaved partial sums
+    p_j = exp(s_j - max s) / sum_j exp(s_j - max s)
+    out = sum_j p_j v_j          in key order
+
+The numbers are those of ``llmnb.model.blocks.attention`` to float32 rounding; only the order is
+pinned. For many rows (a long prompt, a diffusion canvas) BLAS is much faster and no verify
+compares against it, so the forward pass uses this only for a few rows
+(``llmnb.model.blocks.EXACT_ROWS``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
+
+LANES = 16
+
+
+@njit(inline="always")
+def _dot(q, k, h, t, g, j):  # type: ignore[no-untyped-def]
+    """q[h, t] . k[g, j] in LANES interleaved partial sums, then those summed in a fixed tree."""
+    hd = q.shape[2]
+    acc = np.zeros(LANES, np.float32)
+    for i0 in range(0, hd - hd % LANES, LANES):
+        for lane in range(LANES):
+            acc[lane] += q[h, t, i0 + lane] * k[g, j, i0 + lane]
+    for i in range(hd - hd % LANES, hd):
+        acc[i % LANES] += q[h, t, i] * k[g, j, i]
+    width = LANES
+    while width > 1:
+        width //= 2
+        for lane in range(width):
+            acc[lane] += acc[lane + width]
+    return acc[0]
+
+
+@njit(parallel=True, cache=True)
+def exact_attention(q, k, v, allowed, scale, out):  # type: ignore[no-untyped-def]
+    """q (nh, T, hd), k and v (nkv, S, hd), allowed (T, S) bool -> out (T, nh * hd); `scale`
+    multiplies the scores (1/sqrt(hd), float32)."""
+    nh, t_rows, hd = q.shape
+    nkv, s_keys = k.shape[0], k.shape[1]
+    group = nh // nkv
+    for ht in prange(nh * t_rows):
+        h = ht // t_rows
+        t = ht % t_rows
+        g = h // group
+        scores = np.empty(s_keys, np.float32)
+        top = -np.inf
+        for j in range(s_keys):
+            if allowed[t, j]:
+                s = _dot(q, k, h, t, g, j) * scale
+                scores[j] = s
+                if s > top:
+                    top = s
+        total = np.float32(0)
+        acc = np.zeros(hd, np.float32)
+        for j in range(s_keys):
+            if allowed[t, j]:
+                e = np.float32(np.exp(scores[j] - top))
+                total += e
+                for i in range(hd):
+                    acc[i] += e * v[g, j, i]
+        for i in range(hd):
+            out[t, h * hd + i] = acc[i] / total

@@ -1,0 +1,530 @@
+"""Integer products on quantized blocks: activations quantized to 8 bits, byte dot products,
+float scales once per block (llama.cpp's CPU path).
+
+A quantized weight value is ``d * q`` (plus an offset), with q a small integer and d one
+float per block of 32 (or 16) inputs. If the activations x are also quantized per block,
+x = dx * qx with qx an int8, then one block's share of an output is
+
+    sum_j (dw * qw_j) (dx * qx_j) = (dw * dx) * sum_j qw_j qx_j
+
+so the inner sum is over integers, exact in any order, four byte products per instruction
+(``simd.dot4``: ``vpdpbusd`` does 64 of them at once), and the floats meet once per block.
+The activations are quantized as llama.cpp quantizes them (``quantize_q8``): per 32 inputs
+for the legacy formats (Q8_0, with Q8_1's scaled sum for the formats with a minimum), per
+256 for the k-quants (Q8_K), so the integer sums are llama.cpp's.
+
+Offsets. The instruction multiplies unsigned bytes by signed ones, so the weight quants are
+stored unsigned: Q4 as its nibbles 0..15, every byte format as q + 128. What the stored
+value adds is a multiple of the block's sum of qx, taken off once per block:
+Q4_0 (q - 8): sum (q-8) qx = sum q qx - 8 sum qx.
+
+The layout (``pack``): outputs in panels of 16, a panel's quants for one block as
+(chunks, 16 outputs, 4 bytes), so one 64-byte load holds four consecutive inputs of 16
+outputs: one ``vpdpbusd`` multiplies them by four activation bytes broadcast to every lane.
+Nibbles hold inputs 4c..4c+3 (low) and 16+4c..16+4c+3 (high) in chunk c, as Q4_0's own
+blocks pair j with j + 16.
+
+The kernels walk a panel's blocks once for a whole block of R rows (``simd``'s row-blocked
+values: each weight register feeds R rows' accumulators). Every output's sum runs in one
+fixed order whatever the rows and threads, so a row of a T-row product is bit-identical to
+that row alone, at every thread count.
+
+k-quants add a second level: 8 sub-blocks of 32 (Q6_K: 16 of 16), each with its own small
+integer scale (and Q4_K/Q5_K a minimum), under one float d (and dmin) per 256. The sub-block
+sums are multiplied by their integer scales and added as integers, and the floats meet once
+per 256 inputs: d dx sum_s sc_s isum_s - dmin dx sum_s m_s sum(qx over s).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit, prange
+
+from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
+from llmnb.kernels import simd
+from llmnb.kernels.simd import (
+    bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd, imul, isplat,
+    isplat_rows, isub, izero, lanes, load_bytes, load_halves, load_widened, low_nibbles, rows,
+    store_rows, to_floats, wide_offset,
+)
+from llmnb.quant.kquants_dequant import k4_scales_mins
+
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
+U16 = npt.NDArray[np.uint16]
+T = GGMLType
+
+PANEL = 16                     # outputs per panel: one AVX-512 register of int32 sums
+LEGACY = (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0)
+KQUANTS = (T.Q4_K, T.Q5_K, T.Q6_K)
+INTEGER_TYPES = LEGACY + KQUANTS
+# the activations' format per weight format (llama.cpp's vec_dot_type)
+ACTIVATIONS = {T.Q4_0: "q8_0", T.Q5_0: "q8_0", T.Q8_0: "q8_0", T.Q4_1: "q8_1", T.Q5_1: "q8_1",
+               T.Q4_K: "q8_k", T.Q5_K: "q8_k", T.Q6_K: "q8_k"}
+
+
+# --- the activations: quantized as llama.cpp's x86 code quantizes them --------------------
+
+@njit(cache=True)
+def half_round(v):  # type: ignore[no-untyped-def]
+    """v (float32) rounded to the nearest float16 (ties to even), as float32: what storing a
+    scale as fp16 and reading it back gives (F16C's vcvtps2ph)."""
+    a = abs(np.float64(v))
+    if a != a or a == np.inf:
+        return np.float32(v)
+    if a >= 65520.0:                                   # past the largest half (65504) + half ulp
+        return np.float32(np.inf) if v > 0 else np.float32(-np.inf)
+    if a < 2.0 ** -14:                                 # subnormal halves: a spacing of 2^-24
+        step = 2.0 ** -24
+    else:
+        _, e = math.frexp(a)                           # a = m 2^e, 0.5 <= m < 1
+        step = math.ldexp(1.0, e - 11)                 # 11 significant bits
+    r = np.rint(a / step) * step                       # exact: scaling by powers of two
+    return np.float32(r if v >= 0 else -r)
+
+
+@njit(cache=True)
+def quantize_q8_0(x, q, d, sums, s):  # type: ignore[no-untyped-def]
+    """x (T, n) float32 -> per block of 32: q (T*n,) int8, d (T*n/32,) the scale as fp16
+    rounds it, sums the int sum of q, s = fp16(d * sum) (Q8_1's term for a minimum).
+
+    llama.cpp's AVX2 ``quantize_row_q8_0`` / ``_q8_1``: d = amax / 127, q = round-to-even(x *
+    (127 / amax)); the unrounded d scales the sum."""
+    rows, n = x.shape
+    nb = n // 32
+    for r in range(rows):
+        for b in range(nb):
+            amax = np.float32(0)
+            for j in range(32):
+                amax = max(amax, abs(x[r, b * 32 + j]))
+            dd = amax / np.float32(127)
+            inv = np.float32(127) / amax if amax != 0 else np.float32(0)
+            total = 0
+            for j in range(32):
+                v = int(np.rint(x[r, b * 32 + j] * inv))
+                q[(r * nb + b) * 32 + j] = v
+                total += v
+            k = r * nb + b
+            d[k] = half_round(dd)
+            sums[k] = total
+            s[k] = half_round(dd * np.float32(total))
+
+
+@njit(cache=True)
+def quantize_q8_k(x, q, d, sums, group):  # type: ignore[no-untyped-def]
+    """x (T, n) float32 -> per block of 256: q (T*n,) int8, d (T*n/256,) float32, and sums,
+    the int sum of q per `group` inputs (16 or 32).
+
+    llama.cpp's ``quantize_row_q8_K_ref``: the value of largest magnitude (the first one)
+    maps to -127, iscale = -127 / max, q = min(127, round-to-even(iscale * x)), d = 1 / iscale."""
+    rows, n = x.shape
+    nb = n // 256
+    per = 256 // group
+    for r in range(rows):
+        for b in range(nb):
+            base = r * n + b * 256
+            amax = np.float32(0)
+            mx = np.float32(0)
+            for j in range(256):
+                v = x[r, b * 256 + j]
+                if abs(v) > amax:
+                    amax = abs(v)
+                    mx = v
+            k = r * nb + b
+            if amax == 0:
+                d[k] = 0
+                for j in range(256):
+                    q[base + j] = 0
+                for g in range(per):
+                    sums[k * per + g] = 0
+                continue
+            iscale = np.float32(-127) / mx
+            for g in range(per):
+                total = 0
+                for j in range(g * group, (g + 1) * group):
+                    v = min(127, int(np.rint(iscale * x[r, b * 256 + j])))
+                    q[base + j] = v
+                    total += v
+                sums[k * per + g] = total
+            d[k] = np.float32(1) / iscale
+
+
+@dataclass
+class Activations:
+    """x quantized for one weight format: q (T*n,) int8, d per block, sums per group, s
+    (Q8_1's fp16(d * sum), else empty)."""
+
+    rows: int
+    q: I8
+    d: F32
+    sums: I32
+    s: F32
+
+
+_buffers: dict[tuple[str, int, int, int], Activations] = {}
+
+
+def quantize(x: F32, kind: str, group: int = 32) -> Activations:
+    """x (T, n) float32 -> its 8-bit blocks as `kind` ('q8_0', 'q8_1' or 'q8_k'), in buffers
+    reused by the next call of the same kind and shape (a product uses them at once)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    rows, n = x.shape
+    key = (kind, group, rows, n)
+    a = _buffers.get(key)
+    if a is None:
+        blocks = rows * n // (256 if kind == "q8_k" else 32)
+        a = Activations(rows, np.empty(rows * n, np.int8), np.empty(blocks, np.float32),
+                        np.empty(rows * n // group, np.int32),
+                        np.empty(0 if kind == "q8_k" else blocks, np.float32))
+        if len(_buffers) > 64:
+            _buffers.clear()
+        _buffers[key] = a
+    if kind == "q8_k":
+        quantize_q8_k(x, a.q, a.d, a.sums, group)
+    else:
+        quantize_q8_0(x, a.q, a.d, a.sums, a.s)
+    return a
+
+
+# --- the weights: a panel's quants as the instruction reads them ----------------------------
+
+@dataclass
+class IntMatrix:
+    """A weight (n_out, n_in) in the integer kernels' layout (module docstring).
+
+    Legacy formats: d (and m) per panel, block and output. k-quants: d and -dmin per panel,
+    super-block and output, and the integer scales sc (and minimums mn) per sub-block. The
+    float scales stay float16, as the file holds them: the kernel converts 16 at once."""
+
+    ggml_type: int
+    n_out: int
+    n_in: int
+    nibbles: bool          # Q4_0, Q4_1, Q4_K: two quants per byte; else one byte (q + 128)
+    group: int             # inputs per integer sum: 32, or Q6_K's 16
+    offset: int            # what a stored nibble adds (Q4_0's 8); bytes add 128 (``simd``)
+    qs: U8                 # (panels, groups, group/4 or 4, 16, 4) flat
+    d: npt.NDArray[np.generic]          # (panels, blocks, 16) flat, fp16 bits as in the file:
+                                        # per 32 (legacy) or per 256 (k-quants)
+    m: npt.NDArray[np.generic] | None   # legacy: the minimum per block; k-quants: -dmin per 256
+    sc: npt.NDArray[np.generic] | None = None    # k-quants: (panels, 256-blocks, subs, 16)
+    mn: npt.NDArray[np.generic] | None = None    # Q4_K/Q5_K: their minimums, the same shape
+    qh: U8 | None = None   # 5-bit formats: each nibble's fifth bit, (panels, groups, 4, 2, 8)
+
+    @property
+    def activations(self) -> str:
+        return ACTIVATIONS[self.ggml_type]
+
+    @property
+    def n_panels(self) -> int:
+        return -(-self.n_out // PANEL)
+
+    @property
+    def nbytes(self) -> int:
+        extra = [a for a in (self.m, self.sc, self.mn, self.qh) if a is not None]
+        return int(self.qs.nbytes + self.d.nbytes + sum(a.nbytes for a in extra))
+
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
+        """x (T, n_in) @ W.T -> (T, n_out), in `out` if given."""
+        from llmnb.kernels.isa import integer_isa
+
+        return matmul(x, self, integer_isa() or "avx2", out)
+
+
+@dataclass
+class IntParts:
+    """Weights side by side along the outputs in different formats (Q, K and V of a Q4_K_M
+    file): one product per part into its columns, x quantized once per activation format."""
+
+    parts: tuple[IntMatrix, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
+        from llmnb.kernels.isa import integer_isa
+
+        isa = integer_isa() or "avx2"
+        n = sum(p.n_out for p in self.parts)
+        y = np.empty((x.shape[0], n), np.float32) if out is None else out
+        quantized: dict[tuple[str, int], Activations] = {}
+        c = 0
+        for p in self.parts:
+            key = (p.activations, p.group)
+            if key not in quantized:
+                quantized[key] = quantize(x, *key)
+            matmul(x, p, isa, y[:, c:c + p.n_out], quantized[key])
+            c += p.n_out
+        return y
+
+
+def panels(a: npt.NDArray[np.generic], n_out: int) -> npt.NDArray[np.generic]:
+    """Per-output rows (n_out, blocks, *rest) -> (panels, blocks, *rest, 16), zero-padded, flat."""
+    pad = -n_out % PANEL
+    if pad:
+        a = np.concatenate([a, np.zeros((pad, *a.shape[1:]), dtype=a.dtype)])
+    p = a.reshape(-1, PANEL, *a.shape[1:])
+    order = (0, *range(2, p.ndim), 1)                           # the output axis after the blocks
+    return np.ascontiguousarray(p.transpose(order)).reshape(-1)
+
+
+def quant_panels(q: npt.NDArray[np.generic], n_out: int, group: int, nibbles: bool) -> U8:
+    """Quants (n_out, n_in) 0..15 (nibbles) or stored bytes -> (panels, groups, chunks, 16, 4)."""
+    groups = q.shape[1] // group
+    if nibbles:
+        q4 = q.reshape(n_out, groups, 32).astype(np.uint8)
+        q = q4[:, :, :16] | (q4[:, :, 16:] << np.uint8(4))      # byte j: input j | j + 16
+        width = 16
+    else:
+        width = group
+    chunks = q.reshape(n_out, groups, width // 4, 4)            # (out, groups, chunks, 4)
+    pad = -n_out % PANEL
+    if pad:
+        chunks = np.concatenate([chunks, np.zeros((pad, *chunks.shape[1:]), dtype=chunks.dtype)])
+    p = chunks.reshape(-1, PANEL, groups, width // 4, 4)        # (panels, 16, groups, chunks, 4)
+    return np.ascontiguousarray(p.transpose(0, 2, 3, 1, 4)).reshape(-1).view(np.uint8)
+
+
+def fifth_bit_panels(q: npt.NDArray[np.generic], n_out: int) -> U8:
+    """5-bit quants (n_out, n_in) -> their fifth bits as the kernel reads them beside the
+    nibbles of ``quant_panels``: per panel, block and chunk c, 64 bits for the low nibbles'
+    bytes (output o, byte k: bit 4o + k) and 64 for the high ones', (panels, groups, 4, 2, 8)."""
+    groups = q.shape[1] // 32
+    top = (q.reshape(n_out, groups, 2, 4, 4).astype(np.uint8) >> np.uint8(4))   # (out, groups, half, c, k)
+    pad = -n_out % PANEL
+    if pad:
+        top = np.concatenate([top, np.zeros((pad, *top.shape[1:]), dtype=np.uint8)])
+    p = top.reshape(-1, PANEL, groups, 2, 4, 4)             # (panels, o, groups, half, c, k)
+    bits = np.ascontiguousarray(p.transpose(0, 2, 4, 3, 1, 5)).reshape(-1, 64)   # o, k inner
+    return np.packbits(bits, axis=1, bitorder="little").reshape(-1)
+
+
+def pack(raw: U8, ggml_type: int, n_out: int, n_in: int) -> IntMatrix:
+    """A weight's GGUF bytes, (n_out, row bytes) or flat, -> its IntMatrix."""
+    if ggml_type not in INTEGER_TYPES:
+        raise ValueError(f"no integer kernel for type {ggml_type}")
+    block, size = GGML_BLOCK_SIZES[ggml_type]
+    blocks = np.ascontiguousarray(raw).reshape(-1, size)        # (n_out * n_in / block, size)
+    nb = n_in // block
+    with np.errstate(invalid="ignore", over="ignore"):
+        if ggml_type in LEGACY:
+            return _pack_legacy(blocks, ggml_type, n_out, n_in, nb)
+        return _pack_kquant(blocks, ggml_type, n_out, n_in, nb)
+
+
+def halves(blocks: U8, offset: int) -> U16:
+    """The float16 at (even) byte `offset` of every block, its bits: (n,) uint16."""
+    return np.ascontiguousarray(blocks.view(np.uint16)[:, offset // 2])
+
+
+def _pack_legacy(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> IntMatrix:
+    from llmnb.quant.legacy_dequant import nibbles as nibble_field, quants_5bit
+
+    d = halves(blocks, 0).reshape(n_out, nb)
+    m = halves(blocks, 2).reshape(n_out, nb) if ggml_type in (T.Q4_1, T.Q5_1) else None
+    qh = None
+    if ggml_type in (T.Q4_0, T.Q4_1):
+        q = nibble_field(blocks, 2 if ggml_type == T.Q4_0 else 4)           # (n, 32) 0..15
+        nibbles, offset = True, 8 if ggml_type == T.Q4_0 else 0
+    elif ggml_type == T.Q8_0:
+        q = (blocks[:, 2:34].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        nibbles, offset = False, 0
+    else:                                   # Q5_0 (q5 - 16), Q5_1: nibbles and fifth bits
+        q5 = quants_5bit(blocks, 2 if ggml_type == T.Q5_0 else 4).reshape(n_out, n_in)
+        qh = fifth_bit_panels(q5, n_out)
+        q, nibbles, offset = q5 & np.uint8(15), True, 16 if ggml_type == T.Q5_0 else 0
+    qs = quant_panels(q.reshape(n_out, n_in), n_out, 32, nibbles)
+    return IntMatrix(ggml_type, n_out, n_in, nibbles, 32, offset, qs, panels(d, n_out),
+                     None if m is None else panels(m, n_out), qh=qh)
+
+
+def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> IntMatrix:
+    from llmnb.kernels.layout import kquant_quants
+
+    q, _, _, group = kquant_quants(blocks, ggml_type)          # quants in element order
+    subs = 256 // group
+    if ggml_type == T.Q6_K:
+        d = halves(blocks, 208).reshape(n_out, nb)
+        sc: npt.NDArray[np.generic] = blocks[:, 192:208].view(np.int8).reshape(n_out, nb, subs)
+        stored = (q.view(np.int8).astype(np.int16) + 128).astype(np.uint8)   # (q6 - 32) + 128
+        qs = quant_panels(stored.reshape(n_out, n_in), n_out, 16, False)
+        return IntMatrix(ggml_type, n_out, n_in, False, 16, 0, qs, panels(d, n_out), None,
+                         panels(sc, n_out))
+    d = halves(blocks, 0).reshape(n_out, nb)
+    minus_dmin = halves(blocks, 2).reshape(n_out, nb) ^ np.uint16(0x8000)   # the sign bit
+    sc6, mn6 = k4_scales_mins(blocks)                          # (n, 8) each
+    q = q.view(np.uint8).reshape(n_out, n_in)                   # Q4_K 0..15, Q5_K 0..31
+    qh = fifth_bit_panels(q, n_out) if ggml_type == T.Q5_K else None
+    qs = quant_panels(q & np.uint8(15), n_out, 32, True)
+    return IntMatrix(ggml_type, n_out, n_in, True, 32, 0, qs, panels(d, n_out),
+                     panels(minus_dmin, n_out), panels(sc6.reshape(n_out, nb, subs), n_out),
+                     panels(mn6.reshape(n_out, nb, subs), n_out), qh)
+
+
+# --- the kernels ---------------------------------------------------------------------------
+#
+# One panel (16 outputs), one block of R rows starting at row r, one register of lanes(isa)
+# outputs at h within the panel (AVX-512: the whole panel). `isa` carries R (``simd``).
+
+@njit(inline="always")
+def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: ignore[no-untyped-def]
+    """R rows' integer sums over one block of 32 inputs: stored quants at qs[at:] (and their
+    fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride n_in)."""
+    a = izero(isa)
+    if nibbles:
+        for c in range(4):
+            w = load_bytes(isa, qs, at + c * 64)
+            lo = low_nibbles(w)
+            hi = high_nibbles(w)
+            if qh is not None:
+                lo = bor(lo, fifth_bits(isa, qh, hat + c * 16))
+                hi = bor(hi, fifth_bits(isa, qh, hat + c * 16 + 8))
+            a = dot4(isa, a, lo, broadcast4(isa, xq, x0 + 4 * c, n_in))
+            a = dot4(isa, a, hi, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+    else:
+        for c in range(8):
+            a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
+                          broadcast4(isa, xq, x0 + 4 * c, n_in))
+    return a
+
+
+@njit(inline="always")
+def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
+    L = lanes(isa)
+    nb = n_in // 32
+    chunk = 256 if nibbles else 512                            # a block's bytes for 16 outputs
+    # what the stored quants add per unit of sum(qx): Q4_0's 8, bytes' 128 (VNNI)
+    off = isplat(isa, offset if nibbles else wide_offset(isa))
+    f = fzero(isa)
+    for b in range(nb):
+        k = (p * nb + b) * 16 + h * L                          # this register's scales
+        a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
+                             (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in)
+        a = isub(a, imul(isplat_rows(isa, xsum, r * nb + b, nb), off))
+        f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
+                to_floats(a), f)
+        if m is not None:
+            f = fma(load_halves(isa, m, k), fsplat_rows(isa, xs, r * nb + b, nb), f)
+    store_rows(isa, out, r, p * 16 + h * L, f)
+
+
+@njit(inline="always")
+def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h, r,  # type: ignore[no-untyped-def]
+                 n_in):
+    L = lanes(isa)
+    nb = n_in // 256
+    subs = 256 // group
+    ng = n_in // group                                         # sums per row
+    chunk = 256 if nibbles else 16 * group                     # a sub-block's bytes, 16 outputs
+    wide = isplat(isa, wide_offset(isa))
+    f = fzero(isa)
+    for b in range(nb):
+        scaled = izero(isa)                                    # sum_s sc_s isum_s
+        mins = izero(isa)                                      # sum_s mn_s sum(qx over s)
+        for s in range(subs):
+            g = b * subs + s
+            at = (p * n_in // group + g) * chunk + h * L * 4
+            if nibbles:
+                a = legacy_block_sum(isa, True, qs, at, qh, (p * ng + g) * 64 + h * L // 2, xq,
+                                     r * n_in + g * 32, n_in)
+            else:
+                a = izero(isa)
+                for c in range(group // 4):
+                    a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
+                                  broadcast4(isa, xq, r * n_in + g * group + 4 * c, n_in))
+                a = isub(a, imul(isplat_rows(isa, xsum, r * ng + g, ng), wide))
+            k = ((p * nb + b) * subs + s) * 16 + h * L
+            scaled = iadd(scaled, imul(a, load_widened(isa, sc, k)))
+            if mn is not None:
+                mins = iadd(mins, imul(isplat_rows(isa, xsum, r * ng + g, ng),
+                                       load_widened(isa, mn, k)))
+        k = (p * nb + b) * 16 + h * L
+        dx = fsplat_rows(isa, xd, r * nb + b, nb)
+        f = fma(fmul(load_halves(isa, d, k), dx), to_floats(scaled), f)
+        if m is not None:
+            f = fma(fmul(load_halves(isa, m, k), dx), to_floats(mins), f)
+    store_rows(isa, out, r, p * 16 + h * L, f)
+
+
+@njit(parallel=True, cache=True)
+def legacy_matmul(isa, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in):  # type: ignore[no-untyped-def]
+    """out (T, panels * 16) = x @ W.T for a legacy format: blocks of R rows (`isa`), then the
+    rows left in a block of two (`two`) and one (`one`); a panel per thread."""
+    R = rows(isa)
+    regs = 16 // lanes(isa)
+    t_rows = out.shape[0]
+    for p in prange(out.shape[1] // 16):
+        for h in range(regs):
+            r = 0
+            while r + R <= t_rows:
+                legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                             n_in)
+                r += R
+            if r + 2 <= t_rows:
+                legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                             n_in)
+                r += 2
+            if r < t_rows:
+                legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                             n_in)
+
+
+@njit(parallel=True, cache=True)
+def kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in):  # type: ignore[no-untyped-def]
+    """``legacy_matmul`` for the k-quants."""
+    R = rows(isa)
+    regs = 16 // lanes(isa)
+    t_rows = out.shape[0]
+    for p in prange(out.shape[1] // 16):
+        for h in range(regs):
+            r = 0
+            while r + R <= t_rows:
+                kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                             r, n_in)
+                r += R
+            if r + 2 <= t_rows:
+                kquant_panel(two, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                             r, n_in)
+                r += 2
+            if r < t_rows:
+                kquant_panel(one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
+                             r, n_in)
+
+
+ROWS = 4          # rows per register block
+_ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa]] = {}
+
+
+def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa]:
+    """`isa` with ROWS rows, two and one (made once: the kernels' first arguments)."""
+    if isa not in _ISAS:
+        _ISAS[isa] = (simd.Isa(isa, ROWS), simd.Isa(isa, 2), simd.Isa(isa, 1))
+    return _ISAS[isa]
+
+
+def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
+           xa: Activations | None = None) -> F32:
+    """x (T, n_in) float32 @ W.T -> (T, n_out) through the integer kernels of `isa`
+    (``simd.ISAS``), into `out` if given (any (T, n_out) float32 view whose rows are
+    contiguous, such as some columns of a wider array); `xa`: x already quantized for this
+    weight's format."""
+    if xa is None:
+        xa = quantize(x, w.activations, w.group)
+    t, n_cols = x.shape[0], w.n_panels * PANEL
+    y = np.empty((t, w.n_out), np.float32) if out is None else out
+    target = y if n_cols == w.n_out and y.strides[1] == 4 else np.empty((t, n_cols), np.float32)
+    block, two, one = _isas(isa)
+    if w.ggml_type in LEGACY:
+        legacy_matmul(block, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q, xa.d,
+                      xa.sums, xa.s, target, w.n_in)
+    else:
+        kquant_matmul(block, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn, xa.q,
+                      xa.d, xa.sums, target, w.n_in)
+    if target is not y:
+        y[...] = target[:, :w.n_out]
+    return y

@@ -1,0 +1,541 @@
+"""Vector instructions for numba: the few the integer products need, as numba intrinsics
+over LLVM vector types.
+
+numba compiles Python loops to LLVM, which vectorises float arithmetic well but widens
+integer arithmetic to 64 bits, so it never emits the byte dot products a quantized product
+is built on. Here a vector is a value of its own numba type whose data model is an LLVM
+vector, and each operation is one intrinsic. The one that matters:
+
+    dot4(isa, acc, w, x)   acc[l] += w[4l] x[4l] + w[4l+1] x[4l+1] + w[4l+2] x[4l+2] + w[4l+3] x[4l+3]
+                           (w unsigned bytes, x signed bytes, acc int32 lanes)
+
+is AVX-512 VNNI's ``vpdpbusd`` (16 lanes at once), AVX-VNNI's (8 lanes), or on AVX2 the pair
+``vpmaddubsw`` (byte products summed in pairs to int16) and ``vpmaddwd`` (pairs of int16
+summed to int32).
+
+An instruction set (``Isa``: a value with no data, its numba type carries the name) is the
+first argument of every intrinsic, so the kernels are one Python source compiled once per
+set they are called with. A kernel for a set the CPU lacks must never be compiled (LLVM stops
+the process with "Cannot select"): ``llmnb.kernels.isa`` picks the set from the host's
+features before any call.
+
+An ``Isa`` also carries a number of rows R. A value "of R rows" is R registers side by side
+in one LLVM vector (LLVM keeps them in R registers): the activations of R rows, broadcast
+(``broadcast4``), and the R accumulators they feed. A value of one row (a weight vector, a
+per-output scale) meets one of R rows by being repeated in each, which costs nothing: the
+register is reused. So a kernel written once for R rows keeps R rows' sums in registers and
+reads each weight vector once for all of them (a register-blocked product).
+
+AVX2's ``vpmaddubsw`` saturates its int16 pair sums. Unsigned weights up to 127 against int8
+activations never reach the limit, but weights stored as q + 128 (every byte format here:
+Q8_0's q spans -128..127) can. ``dot4_wide`` is the product for those: with VNNI the plain
+product (its offset, 128 * sum(x), is taken off by the caller: ``wide_offset``), on AVX2 the
+product of q itself by llama.cpp's sign trick (|q| times x with q's sign), offset 0.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import (
+    NativeValue, intrinsic, models, register_model, typeof_impl, unbox,
+)
+
+import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
+
+VECTOR_BYTES = {"vnni512": 64, "vnni256": 32, "avx2": 32}
+ISAS = tuple(VECTOR_BYTES)
+
+
+class IsaType(types.Type):  # type: ignore[misc]
+    def __init__(self, name: str, rows: int) -> None:
+        self.isa = name
+        self.rows = rows
+        self.nbytes = VECTOR_BYTES[name]
+        super().__init__(name=f"Isa[{name},{rows}]")
+
+
+class Isa:
+    """An instruction set the kernels are compiled for (one of ``ISAS``) and the rows R its
+    row-blocked values hold."""
+
+    def __init__(self, name: str, rows: int = 1) -> None:
+        if name not in VECTOR_BYTES:
+            raise ValueError(f"instruction set: expected one of {', '.join(ISAS)}, got {name!r}")
+        if rows not in (1, 2, 4, 8):
+            raise ValueError(f"rows: expected 1, 2, 4 or 8, got {rows}")
+        self.name = name
+        self.rows = rows
+        self._numba_type_ = IsaType(name, rows)     # numba reads it without a typeof call
+
+    @property
+    def lanes(self) -> int:
+        """int32 or float32 lanes in one register."""
+        return VECTOR_BYTES[self.name] // 4
+
+    def __repr__(self) -> str:
+        return f"Isa({self.name!r}, rows={self.rows})"
+
+
+class VectorType(types.Type):  # type: ignore[misc]
+    """`rows` registers of `nbytes` each, as one LLVM vector of bytes (i8), ints (i32) or
+    floats (f32)."""
+
+    def __init__(self, elem: str, nbytes: int, rows: int) -> None:
+        self.elem = elem
+        self.nbytes = nbytes
+        self.rows = rows
+        super().__init__(name=f"Vector[{elem},{nbytes}B,x{rows}]")
+
+    @property
+    def lanes(self) -> int:
+        """Elements in one register."""
+        return self.nbytes if self.elem == "i8" else self.nbytes // 4
+
+    def llvm(self) -> ir.VectorType:
+        return ir.VectorType(SCALARS[self.elem], self.lanes * self.rows)
+
+    def with_rows(self, rows: int) -> VectorType:
+        return VectorType(self.elem, self.nbytes, rows)
+
+
+I8, I32, F32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+SCALARS = {"i8": I8, "i32": I32, "f32": F32}
+
+
+@register_model(IsaType)
+class IsaModel(models.OpaqueModel):  # type: ignore[misc]
+    pass
+
+
+@register_model(VectorType)
+class VectorModel(models.PrimitiveModel):  # type: ignore[misc]
+    def __init__(self, dmm: Any, fe_type: VectorType) -> None:
+        super().__init__(dmm, fe_type, fe_type.llvm())
+
+
+@typeof_impl.register(Isa)
+def _typeof_isa(val: Isa, c: Any) -> IsaType:
+    return IsaType(val.name, val.rows)
+
+
+@unbox(IsaType)
+def _unbox_isa(typ: IsaType, obj: Any, c: Any) -> Any:
+    return NativeValue(c.context.get_dummy_value())
+
+
+# --- LLVM helpers -----------------------------------------------------------------------------
+
+def _jit_only(f: Any) -> Any:
+    """An intrinsic, typed for mypy as what it is to Python code: callable only from jitted code."""
+    return f
+
+
+def _vec(isa: IsaType, elem: str, rows: int | None = None) -> VectorType:
+    return VectorType(elem, isa.nbytes, isa.rows if rows is None else rows)
+
+
+def _splat(builder: ir.IRBuilder, value: ir.Value, count: int) -> ir.Value:
+    """`value` (a scalar) in `count` lanes."""
+    vt = ir.VectorType(value.type, count)
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, count), None))
+
+
+def _lanes_of(builder: ir.IRBuilder, v: ir.Value, start: int, count: int) -> ir.Value:
+    """Lanes start .. start + count - 1 of v."""
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, count), list(range(start, start + count))))
+
+
+def _join(builder: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """Vectors of one type (a power of two of them), end to end."""
+    while len(parts) > 1:
+        n = parts[0].type.count
+        mask = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
+        parts = [builder.shuffle_vector(a, b, mask) for a, b in zip(parts[0::2], parts[1::2])]
+    return parts[0]
+
+
+def _rows(builder: ir.IRBuilder, v: ir.Value, rows: int) -> list[ir.Value]:
+    """v's R registers."""
+    n = v.type.count // rows
+    return [_lanes_of(builder, v, k * n, n) for k in range(rows)] if rows > 1 else [v]
+
+
+def _repeat(builder: ir.IRBuilder, v: ir.Value, rows: int) -> ir.Value:
+    """One register's value in each of R."""
+    if rows == 1:
+        return v
+    n = v.type.count
+    mask = [i % n for i in range(n * rows)]
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, n * rows), mask))
+
+
+def _pointer(context: Any, builder: ir.IRBuilder, aryty: Any, ary: ir.Value, index: ir.Value,
+             as_type: ir.Type) -> ir.Value:
+    """The address of element `index` of a 1-D contiguous array, as a pointer to `as_type`."""
+    array = context.make_array(aryty)(context, builder, ary)
+    return builder.bitcast(builder.gep(array.data, [index]), as_type.as_pointer())
+
+
+def _index(builder: ir.IRBuilder, base: ir.Value, k: int, stride: ir.Value) -> ir.Value:
+    return base if k == 0 else builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
+
+
+def _array(arr: Any, dtypes: tuple[Any, ...]) -> None:
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype in dtypes):
+        raise TypeError(f"expected a 1-D array of {dtypes}, got {arr}")
+
+
+def _call(builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+    fn = cgutils.get_or_insert_function(builder.module,
+                                        ir.FunctionType(ret, [a.type for a in args]), name)
+    return builder.call(fn, args)
+
+
+def _ints(context: Any, builder: ir.IRBuilder, value: ir.Value, ty: Any) -> ir.Value:
+    return context.cast(builder, value, ty, types.intp)
+
+
+# --- constants and loads ----------------------------------------------------------------------
+
+@_jit_only
+@intrinsic
+def lanes(typingctx: Any, isa: IsaType) -> Any:
+    """int32 (or float32) lanes in one register: 16 with AVX-512, else 8."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return context.get_constant(types.intp, isa.nbytes // 4)
+    return types.intp(isa), codegen
+
+
+@_jit_only
+@intrinsic
+def izero(typingctx: Any, isa: IsaType) -> Any:
+    """int32 zeros, R rows."""
+    vt = _vec(isa, "i32")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return ir.Constant(vt.llvm(), None)
+    return vt(isa), codegen
+
+
+@_jit_only
+@intrinsic
+def fzero(typingctx: Any, isa: IsaType) -> Any:
+    """float32 zeros, R rows."""
+    vt = _vec(isa, "f32")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return ir.Constant(vt.llvm(), None)
+    return vt(isa), codegen
+
+
+@_jit_only
+@intrinsic
+def load_bytes(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of bytes, arr[i : i + vector bytes] (uint8 or int8, 1-D), unaligned."""
+    _array(arr, (types.uint8, types.int8))
+    vt = _vec(isa, "i8", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        return builder.load(_pointer(context, builder, arr, args[1], index, vt.llvm()), align=1)
+    return vt(isa, arr, i), codegen
+
+
+@_jit_only
+@intrinsic
+def load_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of float32, arr[i : i + lanes], unaligned."""
+    _array(arr, (types.float32,))
+    vt = _vec(isa, "f32", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        return builder.load(_pointer(context, builder, arr, args[1], index, vt.llvm()), align=4)
+    return vt(isa, arr, i), codegen
+
+
+@_jit_only
+@intrinsic
+def load_halves(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of float32 from float16 bit patterns arr[i : i + lanes] (uint16, 1-D):
+    ``vcvtph2ps``, exact."""
+    _array(arr, (types.uint16,))
+    vt = _vec(isa, "f32", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        halves = builder.load(_pointer(context, builder, arr, args[1], index,
+                                       ir.VectorType(ir.HalfType(), vt.lanes)), align=2)
+        return builder.fpext(halves, vt.llvm())
+    return vt(isa, arr, i), codegen
+
+
+@_jit_only
+@intrinsic
+def load_widened(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of int32 from bytes arr[i : i + lanes]: uint8 zero-extended, int8
+    sign-extended."""
+    _array(arr, (types.uint8, types.int8))
+    vt = _vec(isa, "i32", 1)
+    extend = "sext" if arr.dtype == types.int8 else "zext"
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        small = builder.load(_pointer(context, builder, arr, args[1], index,
+                                      ir.VectorType(I8, vt.lanes)), align=1)
+        return getattr(builder, extend)(small, vt.llvm())
+    return vt(isa, arr, i), codegen
+
+
+@_jit_only
+@intrinsic
+def broadcast4(typingctx: Any, isa: IsaType, arr: Any, i: Any, stride: Any) -> Any:
+    """R rows of bytes: row k holds arr[i + k*stride : i + k*stride + 4] in every 4-byte lane
+    (the activations of R rows, four inputs each)."""
+    _array(arr, (types.int8, types.uint8))
+    vt = _vec(isa, "i8")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        i0 = _ints(context, builder, args[2], sig.args[2])
+        step = _ints(context, builder, args[3], sig.args[3])
+        words = []
+        for k in range(isa.rows):
+            ptr = _pointer(context, builder, arr, args[1], _index(builder, i0, k, step), I32)
+            words.append(_splat(builder, builder.load(ptr, align=1), isa.nbytes // 4))
+        return builder.bitcast(_join(builder, words), vt.llvm())
+    return vt(isa, arr, i, stride), codegen
+
+
+def _per_row(elem: str) -> Any:
+    dtype = types.float32 if elem == "f32" else types.int32
+
+    @intrinsic
+    def fn(typingctx: Any, isa: IsaType, arr: Any, i: Any, stride: Any) -> Any:
+        _array(arr, (dtype,))
+        vt = _vec(isa, elem)
+
+        def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+            i0 = _ints(context, builder, args[2], sig.args[2])
+            step = _ints(context, builder, args[3], sig.args[3])
+            regs = []
+            for k in range(isa.rows):
+                ptr = _pointer(context, builder, arr, args[1], _index(builder, i0, k, step),
+                               SCALARS[elem])
+                regs.append(_splat(builder, builder.load(ptr), vt.lanes))
+            return _join(builder, regs)
+        return vt(isa, arr, i, stride), codegen
+    return fn
+
+
+fsplat_rows = _per_row("f32")
+fsplat_rows.__doc__ = "R rows of float32: row k holds arr[i + k*stride] in every lane."
+isplat_rows = _per_row("i32")
+isplat_rows.__doc__ = "R rows of int32: row k holds arr[i + k*stride] in every lane."
+
+
+@_jit_only
+@intrinsic
+def isplat(typingctx: Any, isa: IsaType, x: Any) -> Any:
+    """One register of int32, `x` in every lane."""
+    vt = _vec(isa, "i32", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return _splat(builder, context.cast(builder, args[1], sig.args[1], types.int32), vt.lanes)
+    return vt(isa, x), codegen
+
+
+@_jit_only
+@intrinsic
+def rows(typingctx: Any, isa: IsaType) -> Any:
+    """The rows R of `isa`'s row-blocked values."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return context.get_constant(types.intp, isa.rows)
+    return types.intp(isa), codegen
+
+
+@_jit_only
+@intrinsic
+def store_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any, v: VectorType) -> Any:
+    """arr[r + k, c : c + lanes] = row k of v, for each of its R rows (a 2-D float32 array
+    whose rows are contiguous, any row stride)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.dtype == types.float32):
+        raise TypeError(f"store_rows: expected a 2-D float32 array, got {arr}")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        array = context.make_array(arr)(context, builder, args[1])
+        shape = cgutils.unpack_tuple(builder, array.shape, 2)
+        strides = cgutils.unpack_tuple(builder, array.strides, 2)
+        r0 = _ints(context, builder, args[2], sig.args[2])
+        col = _ints(context, builder, args[3], sig.args[3])
+        step = ir.Constant(r0.type, 1)
+        for k, reg in enumerate(_rows(builder, args[4], v.rows)):
+            row = _index(builder, r0, k, step)
+            ptr = cgutils.get_item_pointer2(context, builder, array.data, shape, strides, "A",
+                                            [row, col])
+            builder.store(reg, builder.bitcast(ptr, reg.type.as_pointer()), align=4)
+        return context.get_dummy_value()
+    return types.void(isa, arr, r, c, v), codegen
+
+
+# --- arithmetic: elementwise, a one-row operand repeated over the other's rows -----------------
+
+def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
+    def typing(args: tuple[Any, ...]) -> VectorType:
+        if not all(isinstance(a, VectorType) and a.elem == elem and a.nbytes == args[0].nbytes
+                   for a in args) or len({a.rows for a in args} - {1}) > 1:
+            raise TypeError(f"{op}: expected {elem} vectors of one width, got {args}")
+        return args[0].with_rows(max(a.rows for a in args))
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        rows = sig.return_type.rows
+        vals = [_repeat(builder, v, rows) if t.rows == 1 else v for v, t in zip(args, sig.args)]
+        if op == "fma":
+            vt = vals[0].type
+            return _call(builder, f"llvm.fma.v{vt.count}f32", vt, vals)
+        return getattr(builder, op)(*vals)
+
+    if n_args == 2:
+        @intrinsic
+        def fn2(typingctx: Any, a: Any, b: Any) -> Any:
+            out = typing((a, b))
+            return out(a, b), codegen
+        return fn2
+
+    @intrinsic
+    def fn3(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
+        out = typing((a, b, c))
+        return out(a, b, c), codegen
+    return fn3
+
+
+iadd = _elementwise("add", "i32")
+isub = _elementwise("sub", "i32")
+imul = _elementwise("mul", "i32")
+fadd = _elementwise("fadd", "f32")
+fmul = _elementwise("fmul", "f32")
+fma = _elementwise("fma", "f32", 3)          # a * b + c with one rounding
+
+
+@_jit_only
+@intrinsic
+def to_floats(typingctx: Any, a: VectorType) -> Any:
+    """int32 lanes -> float32 (exact below 2^24, rounded to nearest above)."""
+    vt = VectorType("f32", a.nbytes, a.rows)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.sitofp(args[0], vt.llvm())
+    return vt(a), codegen
+
+
+@_jit_only
+@intrinsic
+def low_nibbles(typingctx: Any, w: VectorType) -> Any:
+    """Each byte's low four bits, 0..15."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.and_(args[0], ir.Constant(args[0].type, [15] * args[0].type.count))
+    return w(w), codegen
+
+
+@_jit_only
+@intrinsic
+def high_nibbles(typingctx: Any, w: VectorType) -> Any:
+    """Each byte's high four bits, 0..15."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.lshr(args[0], ir.Constant(args[0].type, [4] * args[0].type.count))
+    return w(w), codegen
+
+
+@_jit_only
+@intrinsic
+def fifth_bits(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
+    """One register of bytes, 16 where bit b of the bits at arr[i:] is set, else 0, for each
+    byte b of the register (AVX-512: one mask register and one masked move)."""
+    _array(arr, (types.uint8,))
+    vt = _vec(isa, "i8", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        n = vt.lanes
+        index = _ints(context, builder, args[2], sig.args[2])
+        word = builder.load(_pointer(context, builder, arr, args[1], index, ir.IntType(n)), align=1)
+        bits = builder.bitcast(word, ir.VectorType(ir.IntType(1), n))
+        return builder.select(bits, ir.Constant(vt.llvm(), [16] * n), ir.Constant(vt.llvm(), None))
+    return vt(isa, arr, i), codegen
+
+
+@_jit_only
+@intrinsic
+def bor(typingctx: Any, a: VectorType, b: VectorType) -> Any:
+    """Bitwise or of two byte registers."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.or_(args[0], args[1])
+    return a(a, b), codegen
+
+
+# --- the byte dot product -----------------------------------------------------------------------
+
+def _dot4_one(builder: ir.IRBuilder, isa: str, wide: bool, acc: ir.Value, w: ir.Value,
+              x: ir.Value) -> ir.Value:
+    """One register: acc + four byte products per int32 lane."""
+    n = w.type.count                                               # bytes in the register
+    if isa.startswith("vnni"):
+        return _call(builder, f"llvm.x86.avx512.vpdpbusd.{8 * n}", acc.type, [acc, w, x])
+    if wide:        # q + 128 -> q, then |q| times x with q's sign (llama.cpp's sign trick)
+        w = builder.xor(w, ir.Constant(w.type, [-128] * n))
+        x = _call(builder, "llvm.x86.avx2.psign.b", x.type, [x, w])
+        w = _call(builder, f"llvm.abs.v{n}i8", w.type, [w, ir.Constant(ir.IntType(1), 0)])
+    i16 = ir.VectorType(ir.IntType(16), n // 2)
+    pairs = _call(builder, "llvm.x86.avx2.pmadd.ub.sw", i16, [w, x])
+    quads = _call(builder, "llvm.x86.avx2.pmadd.wd", acc.type,
+                  [pairs, ir.Constant(i16, [1] * (n // 2))])
+    return builder.add(acc, quads)
+
+
+def _dot4(wide: bool) -> Any:
+    def typing(isa: IsaType, acc: Any, w: Any, x: Any) -> Any:
+        if not (acc == _vec(isa, "i32") and w == _vec(isa, "i8", 1) and x == _vec(isa, "i8")):
+            raise TypeError(f"dot4: expected R-row ints, one-row bytes and R-row bytes of {isa}, "
+                            f"got {acc}, {w}, {x}")
+        return acc(isa, acc, w, x)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        isa = sig.args[0]
+        accs = _rows(builder, args[1], isa.rows)
+        xs = _rows(builder, args[3], isa.rows)
+        return _join(builder, [_dot4_one(builder, isa.isa, wide, a, args[2], x)
+                               for a, x in zip(accs, xs)])
+
+    @intrinsic
+    def fn(typingctx: Any, isa: IsaType, acc: Any, w: Any, x: Any) -> Any:
+        return typing(isa, acc, w, x), codegen
+    return fn
+
+
+dot4 = _dot4(False)
+dot4.__doc__ = """acc + four byte products per int32 lane, in each of R rows: w (one register)
+unsigned, at most 127 on AVX2; x (R rows) signed."""
+dot4_wide = _dot4(True)
+dot4_wide.__doc__ = """``dot4`` for weights stored as q + 128 (any byte value): with VNNI the
+same product (its offset, 128 * sum(x), is the caller's to take off: ``wide_offset``), on AVX2
+the product of q itself."""
+
+
+@_jit_only
+@intrinsic
+def wide_offset(typingctx: Any, isa: IsaType) -> Any:
+    """What ``dot4_wide`` adds per unit of sum(x): 128 with VNNI, 0 on AVX2."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return context.get_constant(types.int32, 128 if isa.isa.startswith("vnni") else 0)
+    return types.int32(isa), codegen
+
+
+__all__ = ["ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul", "fsplat_rows",
+           "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "lanes",
+           "load_bytes", "load_floats", "load_halves", "load_widened", "low_nibbles", "rows", "store_rows", "to_floats",
+           "wide_offset"]
