@@ -123,7 +123,8 @@ def _comparison(obj: Any, where: str) -> RunComparison:
                          same_ids=_field(obj, "same_ids", bool, where),
                          agree_prefix=_field(obj, "agree_prefix", int, where),
                          steps_compared=steps,
-                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float), where)),
+                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff",
+                                                         (int, float), where)),
                          max_abs_logit_diff_per_step=per_step)
 
 
@@ -168,7 +169,8 @@ def _case(obj: Any, where: str) -> QuantizedCase:
 
 def quantized_path(key: str) -> Path:
     if key not in QUANTIZED_MODELS:
-        raise FixtureError(f"unknown fixture key {key!r}: expected one of {', '.join(QUANTIZED_MODELS)}")
+        raise FixtureError(f"unknown fixture key {key!r}: expected one of "
+                           f"{', '.join(QUANTIZED_MODELS)}")
     return FIXTURES / f"quantized_{key}.json"
 
 

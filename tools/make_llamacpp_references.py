@@ -180,8 +180,9 @@ def load_library(path: str) -> C.CDLL:
 
 
 # llama.cpp's log, kept rather than printed, so a run can read its own model-load report.
+# The callback object stays referenced here: llama.cpp holds the pointer.
 LOG: list[str] = []
-_log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))   # kept alive: llama.cpp holds the pointer
+_log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))
 
 
 def tokenize(lib: C.CDLL, vocab: int, text: str, parse_special: bool) -> list[int]:
@@ -496,8 +497,9 @@ def quantized_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, sy
             "new_text": run["new_text"],
             "agree_with_f32_prefix": prefix_agreement(run["new_ids"], f32_case["new_ids"]),
             "one_thread": one,
-            "default_context": {"new_ids": default["new_ids"], "stop_reason": default["stop_reason"],
-                                "agree_prefix": prefix_agreement(run["new_ids"], default["new_ids"])},
+            "default_context": {
+                "new_ids": default["new_ids"], "stop_reason": default["stop_reason"],
+                "agree_prefix": prefix_agreement(run["new_ids"], default["new_ids"])},
         })
         m = min(run["top2_margin"])
         print(f"  {key} q {kind:<5} {len(ids):>3} prompt ids -> {len(run['new_ids'])} new "
