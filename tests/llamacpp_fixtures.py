@@ -34,8 +34,9 @@ class RunComparison:
     new_ids: list[int]
     same_ids: bool
     agree_prefix: int
-    steps_compared: int
-    max_abs_logit_diff: float
+    steps_compared: int                         # steps both runs were fed the same tokens
+    max_abs_logit_diff: float                   # over the vocabulary and those steps
+    max_abs_logit_diff_per_step: list[float]    # (steps_compared,) rounded to 1e-4
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,11 @@ class QuantizedCase:
     @property
     def prompt_top_ids(self) -> npt.NDArray[np.int64]:
         """The 16 best ids at the prompt's last position."""
-        return self.top_ids[0]
+        return np.asarray(self.top_ids[0], dtype=np.int64)
 
     @property
     def prompt_top_logits(self) -> npt.NDArray[np.float64]:
-        return self.top_logits[0]
+        return np.asarray(self.top_logits[0], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _ints(obj: dict[str, Any], name: str, where: str) -> list[int]:
     values = _field(obj, name, list, where)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise FixtureError(f"{where}: field {name!r} must be a list of integers")
-    return values
+    return [int(v) for v in values]
 
 
 def _floats(obj: dict[str, Any], name: str, where: str) -> list[float]:
@@ -113,18 +114,24 @@ def _floats(obj: dict[str, Any], name: str, where: str) -> list[float]:
 def _comparison(obj: Any, where: str) -> RunComparison:
     if not isinstance(obj, dict):
         raise FixtureError(f"{where}: expected an object")
+    per_step = _floats(obj, "max_abs_logit_diff_per_step", where)
+    steps = _field(obj, "steps_compared", int, where)
+    if len(per_step) != steps:
+        raise FixtureError(f"{where}: field 'max_abs_logit_diff_per_step' has {len(per_step)} "
+                           f"entries, expected steps_compared = {steps}")
     return RunComparison(new_ids=_ints(obj, "new_ids", where),
                          same_ids=_field(obj, "same_ids", bool, where),
                          agree_prefix=_field(obj, "agree_prefix", int, where),
-                         steps_compared=_field(obj, "steps_compared", int, where),
-                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff", (int, float),
-                                                         where)))
+                         steps_compared=steps,
+                         max_abs_logit_diff=float(_field(obj, "max_abs_logit_diff",
+                                                         (int, float), where)),
+                         max_abs_logit_diff_per_step=per_step)
 
 
 def _table(obj: dict[str, Any], name: str, steps: int, dtype: type, where: str) -> Any:
     rows = _field(obj, name, list, where)
     try:
-        table = np.array(rows, dtype=dtype)
+        table: npt.NDArray[Any] = np.array(rows, dtype=dtype)
     except (TypeError, ValueError) as e:
         raise FixtureError(f"{where}: field {name!r} is not a table of numbers ({e})") from None
     if table.shape != (steps, TOP_K):
@@ -162,8 +169,8 @@ def _case(obj: Any, where: str) -> QuantizedCase:
 
 def quantized_path(key: str) -> Path:
     if key not in QUANTIZED_MODELS:
-        raise FixtureError(f"unknown fixture key {key!r}: "
-                           f"expected one of {', '.join(QUANTIZED_MODELS)}")
+        raise FixtureError(f"unknown fixture key {key!r}: expected one of "
+                           f"{', '.join(QUANTIZED_MODELS)}")
     return FIXTURES / f"quantized_{key}.json"
 
 

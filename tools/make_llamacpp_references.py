@@ -180,8 +180,8 @@ def load_library(path: str) -> C.CDLL:
 
 
 # llama.cpp's log, kept rather than printed, so a run can read its own model-load report.
+# The callback object stays referenced here: llama.cpp holds the pointer.
 LOG: list[str] = []
-# kept alive: llama.cpp holds the pointer
 _log = LOG_CALLBACK(lambda level, text, user: LOG.append(text.decode("utf-8", "replace")))
 
 
@@ -445,10 +445,10 @@ def compare_runs(ref: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     at every step where both runs had been fed the same tokens (both kept their logits)."""
     agree = prefix_agreement(ref["new_ids"], other["new_ids"])
     same_fed = min(agree + 1, len(ref["logits"]), len(other["logits"]))
-    diff = max(float(np.max(np.abs(ref["logits"][i] - other["logits"][i])))
-               for i in range(same_fed))
+    diffs = [float(np.max(np.abs(ref["logits"][i] - other["logits"][i]))) for i in range(same_fed)]
     return {"new_ids": other["new_ids"], "same_ids": other["new_ids"] == ref["new_ids"],
-            "agree_prefix": agree, "steps_compared": same_fed, "max_abs_logit_diff": diff}
+            "agree_prefix": agree, "steps_compared": same_fed, "max_abs_logit_diff": max(diffs),
+            "max_abs_logit_diff_per_step": [round(d, 4) for d in diffs]}
 
 
 def tensor_types(path: Path) -> dict[str, int]:
@@ -497,10 +497,9 @@ def quantized_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, sy
             "new_text": run["new_text"],
             "agree_with_f32_prefix": prefix_agreement(run["new_ids"], f32_case["new_ids"]),
             "one_thread": one,
-            "default_context": {"new_ids": default["new_ids"],
-                                "stop_reason": default["stop_reason"],
-                                "agree_prefix": prefix_agreement(run["new_ids"],
-                                                                 default["new_ids"])},
+            "default_context": {
+                "new_ids": default["new_ids"], "stop_reason": default["stop_reason"],
+                "agree_prefix": prefix_agreement(run["new_ids"], default["new_ids"])},
         })
         m = min(run["top2_margin"])
         print(f"  {key} q {kind:<5} {len(ids):>3} prompt ids -> {len(run['new_ids'])} new "
@@ -557,8 +556,9 @@ def quantized_fixture(lib: C.CDLL, hub_name: str, key: str, chat_format: str, sy
                            "the lower id) and their ids; logits rounded to 1e-4; step 0 is the "
                            "prompt's last position, step i > 0 the position of new_ids[i-1]",
             "agree_with_f32_prefix": f"leading new ids equal to greedy_{key}.json's (the F32 copy)",
-            "one_thread": "the exact run again with 1 thread; max_abs_logit_diff over the whole "
-                          "vocabulary at the steps both runs were fed the same tokens",
+            "one_thread": "the exact run again with 1 thread; max_abs_logit_diff(_per_step): "
+                          "the largest |logit difference| over the whole vocabulary, at each "
+                          "step both runs were fed the same tokens (steps_compared of them)",
             "no_repack": "the exact run again with use_extra_bufts = false (no weight "
                          "repacking); null when the default load repacked nothing",
             "default_context": "llama.cpp's default context (F16 K/V, flash attention auto, "
