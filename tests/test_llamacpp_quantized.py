@@ -7,7 +7,9 @@ on a float32 copy to 1e-5. What is left is the order of float additions (in norm
 the sums over blocks), and 8-bit activations amplify it: a value a rounding step away from a
 half rounds the other way, and each such flip moves a product by a whole quantization step. On
 SmolLM2-135M a relative change of 1e-6 in the embeddings moves the top logits of the integer path
-by up to 0.43 (0.00002 on the float32 path). So the two runs agree to about that, and their
+by up to 0.43 (0.00002 on the float32 path). llama.cpp against itself on the same file, with
+only the float order of its Q4_K products changed (repacked or not), differs as much: up to
+0.51 on Qwen2.5-Coder, 3.15 on Gemma 3. So the two engines agree to about that, and their
 greedy ids part where llama.cpp's own top-2 margin is below it.
 """
 from __future__ import annotations
@@ -28,8 +30,20 @@ FIXTURES = Path(__file__).parent / "fixtures" / "llamacpp"
 MODELS = {"smollm2": "smollm2-135m", "qwen2": "qwen2.5-coder-0.5b", "gemma3": "gemma3-270m"}
 CASES = [(key, i) for key in MODELS if (FIXTURES / f"quantized_{key}.json").exists()
          for i in range(len(json.loads((FIXTURES / f"quantized_{key}.json").read_text())["cases"]))]
-LOGIT_BOUND = 1.5       # |llmnb - llama.cpp| over llama.cpp's top 16, while the ids agree
-MARGIN_BOUND = 0.5      # where they part, llama.cpp's own top-2 margin is below this
+# |llmnb - llama.cpp| over llama.cpp's top 16 while the ids agree: at most the larger of
+# CHAOS (what a 1e-6 relative change of the input does on SmolLM2, module docstring, with room)
+# and what llama.cpp shows against itself on the same file when only its float order changes
+# (its repacked and plain Q4_K layouts: up to 0.51 on Qwen2.5-Coder, 3.15 on Gemma 3)
+CHAOS = 1.5
+MARGIN_BOUND = 0.5      # where the ids part, llama.cpp's own top-2 margin is below this
+
+
+def logit_bound(fixture: dict[str, object]) -> float:
+    spreads = [c["no_repack"]["max_abs_logit_diff"] for c in fixture["cases"]  # type: ignore[attr-defined]
+               if c["no_repack"] is not None]
+    return max([CHAOS] + spreads)
+
+
 _loaded: dict[str, Model] = {}
 
 pytestmark = pytest.mark.skipif(integer_isa() is None, reason="no integer kernels on this CPU")
@@ -65,8 +79,9 @@ def greedy_against(m: Model, case: dict[str, object]) -> tuple[int, float, float
 
 @pytest.mark.parametrize("key,index", CASES)
 def test_integer_path_follows_llama_cpp_on_the_same_quantized_file(key: str, index: int) -> None:
-    case = json.loads((FIXTURES / f"quantized_{key}.json").read_text())["cases"][index]
+    fixture = json.loads((FIXTURES / f"quantized_{key}.json").read_text())
+    case = fixture["cases"][index]
     agree, worst, margin = greedy_against(model(key), case)
-    assert worst <= LOGIT_BOUND, (case["prompt_text"], agree, worst)
+    assert worst <= logit_bound(fixture), (case["prompt_text"], agree, worst)
     if margin is not None:
         assert margin < MARGIN_BOUND, (case["prompt_text"], agree, margin)
