@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -361,22 +362,18 @@ class Weights:
                 self._no_kernel.setdefault(info.type_name, []).append(info.name)
         n_in = infos[0].shape[1]
         types = {info.ggml_type for info in infos}
-        if self.integer_isa is not None and types <= set(INTEGER_TYPES):
-            if len(types) == 1:       # one format: one matrix, one product
-                raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
-                one: Product = pack_integer(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
-            else:
-                one = IntParts(tuple(pack_integer(r, info.ggml_type, info.shape[0], n_in)
-                                     for r, info in zip(rows, infos)))
-            del rows
-            self.file.release_pages()
-            return one
+        # the integer products where the CPU has them and every part has a kernel, else the
+        # float kernels; one format: one matrix and one product, else its parts side by side
+        integer = self.integer_isa is not None and types <= set(INTEGER_TYPES)
+        packer: Callable[[npt.NDArray[np.uint8], int, int, int], Product] = (
+            pack_integer if integer else pack)
         if len(types) == 1:
             raw_all = rows[0] if len(rows) == 1 else np.concatenate(rows)
-            packed: Product = pack(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
+            packed = packer(raw_all, infos[0].ggml_type, raw_all.shape[0], n_in)
         else:
-            packed = PackedParts(tuple(pack(r, info.ggml_type, info.shape[0], n_in)
-                                       for r, info in zip(rows, infos)))
+            parts = tuple(packer(r, info.ggml_type, info.shape[0], n_in)
+                          for r, info in zip(rows, infos))
+            packed = IntParts(parts) if integer else PackedParts(parts)  # type: ignore[arg-type]
         del rows
         self.file.release_pages()            # the copy is made: drop the file's pages now
         return packed
