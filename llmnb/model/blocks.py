@@ -33,7 +33,7 @@ F32 = npt.NDArray[np.float32]
 
 # --- the blocks, in the order they run ------------------------------------------------------
 
-EXACT_ROWS = 64     # causal ``attention`` computes up to this many rows one by one (kernels.attention)
+EXACT_ROWS = 64     # ``attention`` computes up to this many AR rows one by one (kernels.attention)
 
 def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
     """x / sqrt(mean(x^2) + eps) * weight, per row (one (T, d) array written, `out` if given,
@@ -143,16 +143,18 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     a key from every query (padding); a (T, S) mask hides it per query. Returns (T, n_head * hd).
     With `scratch` the scaled queries, the scores and the output go into its buffers.
 
-    A causal pass of up to EXACT_ROWS rows (a decode step, a speculative verify batch) computes
-    each row on its own in a fixed order (``llmnb.kernels.attention``): a row of a verify batch
-    is then the same bits as that token decoded alone, which 8-bit activations need.
+    Up to EXACT_ROWS rows of a causal pass (a decode step) or of a pass with a per-row mask (a
+    speculative verify batch's tree) are computed one by one in a fixed order
+    (``llmnb.kernels.attention``): a row of a verify batch is then the same bits as that token
+    decoded alone, which 8-bit activations need. A bidirectional canvas keeps BLAS.
     """
     t = q.shape[1]
-    if causal and t <= EXACT_ROWS:
+    per_row = key_mask is not None and key_mask.ndim == 2
+    if t <= EXACT_ROWS and (causal or per_row):
         from llmnb.kernels.attention import exact_attention       # numba loads on first use
 
         allowed = np.ones((t, k.shape[1]), dtype=np.bool_)            # (T, S)
-        if not (t == 1 and q_offset == k.shape[1] - 1):
+        if causal and not (t == 1 and q_offset == k.shape[1] - 1):
             allowed &= np.arange(k.shape[1])[None, :] <= (q_offset + np.arange(t))[:, None]
         if key_mask is not None:
             allowed &= key_mask if key_mask.ndim == 2 else key_mask[None, :]
