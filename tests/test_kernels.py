@@ -319,8 +319,10 @@ def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
     curve = [r for r in rows if "rows" in r]
     # the curve's unit is one timed 1-row product, so its first point is timing noise around 1:
     # a unit test checks its shape, `llmnb bench quant` its values
-    assert [r["rows"] for r in curve][0] == 1 and all(r["quantized_steps"] > 0 for r in curve)
-    assert all(r["faster"] in ("quantized", "dense") for r in curve)
+    from llmnb.perf.bench_quant import COST_TYPES
+    assert {r["type"] for r in curve} == {type_name(t) for t in COST_TYPES}
+    assert all(r["quantized_steps"] > 0 and r["dense_steps"] > 0 for r in curve)
+    assert all(r["faster"] in ("float", "dense", "integer") for r in curve)
 
 
 def test_parts_of_different_types_in_one_dense_product_match_float64() -> None:

@@ -48,9 +48,10 @@ def _dot(q, k, h, t, g, j):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def exact_attention(q, k, v, allowed, scale, out):  # type: ignore[no-untyped-def]
+def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
     """q (nh, T, hd), k and v (nkv, S, hd), allowed (T, S) bool -> out (T, nh * hd); `scale`
-    multiplies the scores (1/sqrt(hd), float32)."""
+    multiplies the scores (1/sqrt(hd), float32); the weights into probs (nh, T, S) unless it
+    is None (a cache that watches attention, ``llmnb.ar.kv_eviction``)."""
     nh, t_rows, hd = q.shape
     nkv, s_keys = k.shape[0], k.shape[1]
     group = nh // nkv
@@ -71,8 +72,12 @@ def exact_attention(q, k, v, allowed, scale, out):  # type: ignore[no-untyped-de
         for j in range(s_keys):
             if allowed[t, j]:
                 e = np.float32(np.exp(scores[j] - top))
+                scores[j] = e
                 total += e
                 for i in range(hd):
                     acc[i] += e * v[g, j, i]
         for i in range(hd):
             out[t, h * hd + i] = acc[i] / total
+        if probs is not None:
+            for j in range(s_keys):
+                probs[h, t, j] = scores[j] / total if allowed[t, j] else np.float32(0)

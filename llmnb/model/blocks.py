@@ -148,6 +148,15 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     (``llmnb.kernels.attention``): a row of a verify batch is then the same bits as that token
     decoded alone, which 8-bit activations need. A bidirectional canvas keeps BLAS.
     """
+    return attention_observed(q, k, v, causal, q_offset, key_mask, scratch, False)[0]
+
+
+def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
+                       key_mask: npt.NDArray[np.bool_] | None = None,
+                       scratch: Scratch | None = None,
+                       weights: bool = True) -> tuple[F32, F32 | None]:
+    """``attention`` and, with `weights`, its softmax weights (n_kv, group, T, S), arrays of
+    their own (a cache that watches attention keeps them)."""
     t = q.shape[1]
     per_row = key_mask is not None and key_mask.ndim == 2
     if t <= EXACT_ROWS and (causal or per_row):
@@ -160,10 +169,15 @@ def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
             allowed &= key_mask if key_mask.ndim == 2 else key_mask[None, :]
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
+        probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
         exact_attention(np.ascontiguousarray(q), k, v, allowed,
-                        np.float32(1.0 / np.sqrt(q.shape[2])), out)
-        return out
-    return attend(attention_weights(q, k, causal, q_offset, key_mask, scratch), v, scratch)
+                        np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
+        n_kv = k.shape[0]
+        return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
+    if not weights:
+        return attend(attention_weights(q, k, causal, q_offset, key_mask, scratch), v, scratch), None
+    p = attention_weights(q, k, causal, q_offset, key_mask)              # (n_kv, g, T, S), its own
+    return attend(p, v, scratch), p
 
 
 def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    apply_rope_inplace, attend, attention, attention_weights, geglu, head_rms_norm, linear,
+    apply_rope_inplace, attention, attention_observed, geglu, head_rms_norm, linear,
     rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
@@ -199,9 +199,9 @@ class Transformer:
             if observe is None:
                 a = attention(q, k, v, causal, q_offset, mask, s)          # (T, nq)
             else:                                            # weights of its own, to be kept
-                p = attention_weights(q, k, causal, q_offset, mask)      # (nkv, g, T, S)
-                observe(i, p)
-                a = attend(p, v, s)
+                a, p = attention_observed(q, k, v, causal, q_offset, mask, s)
+                assert p is not None
+                observe(i, p)                                            # (nkv, g, T, S)
             o = linear(a, lw.wo_t, ww.wo, s.take("delta", t, d))           # (T, d)
             if lw.post_attn_norm is not None:
                 o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
