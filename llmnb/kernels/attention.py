@@ -10,7 +10,7 @@ tree's other branches, the batch's later tokens) that a decode step does not. So
 (row, head) is computed on its own, in one fixed order over the keys it may see and skipping the
 ones it may not:
 
-    s_j = (q . k_j) / sqrt(hd)   for each allowed key j, the dot in 16 interleaved partial sums
+    s_j = (q . k_j) / sqrt(hd)   for each key j, summed over the head dimension in order
     p_j = exp(s_j - max s) / sum_j exp(s_j - max s)
     out = sum_j p_j v_j          in key order
 
@@ -26,47 +26,42 @@ from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 
-LANES = 16
-
-
-@njit(inline="always")
-def _dot(q, k, h, t, g, j):  # type: ignore[no-untyped-def]
-    """q[h, t] . k[g, j] in LANES interleaved partial sums, then those summed in a fixed tree."""
-    hd = q.shape[2]
-    acc = np.zeros(LANES, np.float32)
-    for i0 in range(0, hd - hd % LANES, LANES):
-        for lane in range(LANES):
-            acc[lane] += q[h, t, i0 + lane] * k[g, j, i0 + lane]
-    for i in range(hd - hd % LANES, hd):
-        acc[i % LANES] += q[h, t, i] * k[g, j, i]
-    width = LANES
-    while width > 1:
-        width //= 2
-        for lane in range(width):
-            acc[lane] += acc[lane + width]
-    return acc[0]
 
 
 @njit(parallel=True, cache=True)
 def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
     """q (nh, T, hd), k and v (nkv, S, hd), allowed (T, S) bool -> out (T, nh * hd); `scale`
     multiplies the scores (1/sqrt(hd), float32); the weights into probs (nh, T, S) unless it
-    is None (a cache that watches attention, ``llmnb.ar.kv_eviction``)."""
+    is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
+
+    Every key's dot product is summed over the head dimension in order; the sums of all
+    keys are kept at once, so the innermost loop runs over keys (the keys transposed once per
+    call) and compiles to vector instructions, while every key's own arithmetic stays what it
+    is alone."""
     nh, t_rows, hd = q.shape
     nkv, s_keys = k.shape[0], k.shape[1]
     group = nh // nkv
+    kt = np.empty((nkv, hd, s_keys), np.float32)                # (nkv, hd, S)
+    for g in prange(nkv):
+        for j in range(s_keys):
+            for i in range(hd):
+                kt[g, i, j] = k[g, j, i]
     for ht in prange(nh * t_rows):
         h = ht // t_rows
         t = ht % t_rows
         g = h // group
-        scores = np.empty(s_keys, np.float32)
+        scores = np.zeros(s_keys, np.float32)
+        for i in range(hd):                                      # every key's dot in order i
+            qi = q[h, t, i]
+            for j in range(s_keys):
+                scores[j] += qi * kt[g, i, j]
         top = -np.inf
         for j in range(s_keys):
             if allowed[t, j]:
-                s = _dot(q, k, h, t, g, j) * scale
-                scores[j] = s
-                if s > top:
-                    top = s
+                sj = scores[j] * scale
+                scores[j] = sj
+                if sj > top:
+                    top = sj
         total = np.float32(0)
         acc = np.zeros(hd, np.float32)
         for j in range(s_keys):
