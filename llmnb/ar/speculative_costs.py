@@ -49,9 +49,9 @@ PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20
                          18.3)                                               # quantized-float
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)                                # quantized-float+W@X.T
-# the integer products, in their own decode steps; a first guess from one busy run of
-# `python -m llmnb.perf.bench_quant`'s cost_curve until --paths quantized measures it quietly
-PRIOR_STEPS_INTEGER = (1.0, 1.3, 1.5, 1.6, 2.0, 2.4, 3.0, 3.6, 5.0, 6.3, 9.0, 11.6)  # quantized
+# the integer products (`--paths quantized`, as above; 48 rows measured dearer than 64)
+PRIOR_STEPS_INTEGER = (1.0, 1.18, 1.50, 1.58, 2.49, 2.90, 4.34, 5.28, 7.96, 10.0, 16.3,
+                       15.1)                                                      # quantized
 
 
 class VerifyCosts:
