@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from llmnb.kernels.layout import TILE
 from llmnb.kernels.matvec import (
-    SIXTEEN, SIXTEENTH, TILE, bytes_to_f32, halves_to_f32, nibbles_to_f32,
+    SIXTEEN, SIXTEENTH, bytes_to_f32, halves_to_f32, nibbles_to_f32,
 )
 
 KIND_NIBBLES, KIND_BYTES, KIND_F16, KIND_BF16 = 0, 1, 2, 3

@@ -29,9 +29,9 @@ import numpy.typing as npt
 from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
+from llmnb.kernels.layout import TILE
 
 F32 = npt.NDArray[np.float32]
-TILE = 64
 CHUNK = 4       # inputs per pass of a block over its 64 outputs: the loop LLVM unrolls
 # rows4, rows2 and rows1 write their accumulators out one per row, each a named local, not a
 # loop over a small array: numba keeps named scalars in registers across the input loop, where

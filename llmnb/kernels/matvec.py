@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
+from llmnb.kernels.layout import TILE
 
-TILE = 64
 SIXTEENTH = np.float32(0.0625)
 SIXTEEN = np.float32(16.0)
 
