@@ -49,9 +49,9 @@ PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20
                          18.3)                                               # quantized-float
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)                                # quantized-float+W@X.T
-# the integer products (`--paths quantized`, as above; 48 rows measured dearer than 64)
-PRIOR_STEPS_INTEGER = (1.0, 1.18, 1.50, 1.58, 2.49, 2.90, 4.34, 5.28, 7.96, 10.0, 16.3,
-                       15.1)                                                      # quantized
+# the integer products (`--paths quantized`, as above, median of 7)
+PRIOR_STEPS_INTEGER = (1.0, 1.08, 1.36, 1.35, 1.94, 2.36, 3.02, 3.91, 5.71, 6.99, 10.56,
+                       13.59)                                                     # quantized
 
 
 class VerifyCosts:
