@@ -1,4 +1,5 @@
-"""``matmul(x, w)``: x @ W.T for a repacked weight, choosing the cheaper way per call.
+"""``matmul(x, w)``: x @ W.T for a repacked weight (the float kernels), choosing the cheaper way
+per call.
 
 Few rows (decode, a speculative verify, a short prompt) are bound by reading the weight:
 the quantized kernels read it once for all rows. Many rows (a long prompt, a diffusion
@@ -6,29 +7,12 @@ canvas) are bound by arithmetic, where OpenBLAS's sgemm is several times faster 
 loop here: the weight is dequantized whole into a reused float32 scratch (at most
 ``layout.SCRATCH_BYTES``, 40 MB: every matrix of Qwen2.5-0.5B fits, the fused Q/K/V parts of
 different types side by side; a larger one goes in panels of that size) and multiplied by
-ONE sgemm per matrix, so BLAS's threads wake once per matrix.
+ONE sgemm per matrix, so BLAS's threads wake once per matrix. What is left of its cost is the
+dequantization, on one thread while BLAS's others wait (``llmnb bench ar --weights
+quantized-float f32`` compares its prefill with float32 weights').
 
-The way before this one dequantized a 512 KB panel (in L2) at a time and called BLAS per
-panel. Prefill of 128 tokens, quantized/f32 tok/s (``env -u OPENBLAS_CORETYPE -u
-OPENBLAS_L2_SIZE llmnb bench ar --threads 1 2 --repeats 3``, one session, 2-core EPYC; one
-run of the panels, three of this way, which vary by up to 10% between runs here):
-SmolLM2-135M Q4_1 1.08 -> 0.99-1.04 at 1 thread, 0.88 -> 0.82-0.94 at 2; Qwen2.5-Coder-0.5B
-Q4_K_M 0.94 -> 0.87-0.98 at 1 thread, 0.85 -> 0.83-0.98 at 2. What
-is left is the dequantization itself, on one thread while BLAS's second thread waits, and,
-at 2 threads, a slow-down of the prefill that follows quantized decode steps (numba's
-threads had just run): timed in one process, SmolLM2's 128-token prefill took the f32
-path's time with no decode before it, longer right after 32 decode steps, and the f32 time
-again after a 0.3 s pause (not the OpenMP spin: GOMP_SPINCOUNT=1000 did not change it).
-Timed and dropped, both slower at 2 threads: half the dequantization on a helper thread
-(it shares a core with BLAS's spinning worker), and a numba parallel loop for it (its
-threads then spin against BLAS's).
-
-``DENSE_ROWS`` is where the dense way starts to win. c(T) of both ways, in one-row products
-(``bench_quant.cost_curve``, ``llmnb bench quant``'s rows with "rows"; run at 1 and 2 threads
-under ``llmnb.threads`` in one session on the 2-core EPYC, ``env -u OPENBLAS_CORETYPE -u
-OPENBLAS_L2_SIZE``): at 1 thread the kernels 20.1 against 22.9 at 32 rows, dense 29.5 against
-30.1 at 48 and 36.0 against 40.7 at 64; at 2 threads the kernels up to 64 rows (46.1 against
-86.3 there, the dense way slowed as described above).
+``DENSE_ROWS`` is where the dense way starts to win: ``llmnb bench quant``'s cost-curve rows
+(``bench_quant.cost_curve``) give c(T) of both ways, in one-row products, at 1 and 2 threads.
 """
 from __future__ import annotations
 

@@ -242,11 +242,9 @@ def swiglu(gate: F32, up: F32, out: F32 | None = None) -> F32:
     four temporaries.
 
     numpy, not numexpr, here as in the attention softmax and ``rms_norm``: numexpr's float32
-    exp is a scalar loop (no VML in its wheel) where numpy's is AVX-512, and on these sizes its
-    thread start-up outweighs one pass over memory. On SmolLM2's canvas numexpr took 1.6
-    against 0.22 ms (T = 96) and 5.0 against 0.68 ms (T = 288) at 1 thread, 1.9 against 0.57
-    ms at 2; the softmax 0.3-0.4x, RMSNorm 0.13-0.26x (numexpr 2.14, numpy 2.4, 2-core EPYC:
-    ``python -m llmnb.perf.bench_diffusion --elementwise``)."""
+    exp is a scalar loop (no VML in its wheel) where numpy's is vectorised, and on these sizes
+    its thread start-up outweighs one pass over memory (``python -m llmnb.perf.bench_diffusion
+    --elementwise`` times both on SmolLM2's canvas)."""
     out = np.negative(gate, out=out)                          # (T, ff)
     np.exp(out, out=out)
     out += np.float32(1.0)
@@ -320,19 +318,14 @@ COL_BLOCK = 1024
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``.
 WIDE_ROWS = 4
 # A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
-# beats the kernels' few-row products (register-blocked, ``llmnb.kernels.matvec``) from this
-# many rows on: 163 against 191 ms at T = 32, 164 against 141 at T = 24, 99 against 49 at
-# T = 8 (SmolLM2-135M Q4_1, 150 cached tokens, one session, ``env -u OPENBLAS_CORETYPE -u
-# OPENBLAS_L2_SIZE python -m llmnb.perf.bench_spec --threads 1 --paths quantized
-# quantized+W@X.T``; at T = 32 the kernels' figure is dequantize + sgemm, DENSE_ROWS being 32
-# then).
+# beats the float kernels' few-row products (``llmnb.kernels.matvec``) from this many rows on
+# (``python -m llmnb.perf.bench_spec --threads 1 --paths quantized-float
+# quantized-float+W@X.T``, SmolLM2-135M, 150 cached tokens).
 WIDE_ROWS_QUANTIZED = 32
 # From TILED_ROWS rows up to TILED_MAX, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``,
 # the wide layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``);
-# from TILED_MAX rows on (a long prompt's prefill) sgemm on the loaded layout: 1.11 decode steps at T = 2 against 1.44 for the few-row products above, 1.87 against
-# 4.37 for W @ X.T at T = 8, 7.0 against 7.2 at T = 48, 10.3 against 8.2 for X @ W at T = 64
-# (SmolLM2-135M, 150 cached tokens, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m
-# llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T tiles``; ``llmnb.model.wide``).
+# from TILED_MAX rows on (a long prompt's prefill) sgemm on the loaded layout (``python -m
+# llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T tiles`` measures each, in decode steps).
 TILED_ROWS = 2
 TILED_MAX = 64
 

@@ -7,28 +7,21 @@ each weight, and there other layouts win. The default is W in tiles of 64 output
 (``llmnb.kernels.F32Tiles``), multiplied by ``llmnb.kernels.floats``' few-row kernel, which
 streams each weight once for all rows. The other is W stored (out, in) and multiplied as
 ``W @ X.T``: OpenBLAS's matrix-matrix product reads the weight as it is, where ``X @ W.T``
-with the (in, out) layout packs it first. On SmolLM2-135M (1 thread, 150 cached tokens, one
-session, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m llmnb.perf.bench_spec
---threads 1 --repeats 5 --paths X@W W@X.T tiles``) a verify batch of 2 / 4 / 8 / 16 / 32 / 48
-/ 64 rows costs 1.11 / 1.57 / 1.87 / 3.00 / 5.24 / 7.0 / 10.3 decode steps in tiles, 1.52 /
-2.97 / 4.37 / 3.99 / 5.47 / 7.2 / 8.7 as W @ X.T and 1.44 / 2.18 / 3.85 / 4.36 / 5.25 / 6.96 /
-8.2 as loaded (notebook 10 draws the curves). Only one copy is kept: the tiles lose only at 64
-rows (305 against 264 ms), beyond what a verify batch usually holds.
+with the (in, out) layout packs it first. Only one copy is kept. What a batch of T rows costs
+in each layout, in decode steps: ``python -m llmnb.perf.bench_spec --paths X@W W@X.T tiles``
+(notebook 10 draws the curves).
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
 request (``Transformer.use_wide``) for float32 weights held in memory.
 
 Quantized weights get the copy only when asked (``generate_speculative(..., wide=True)``):
 dequantized, it is a float32 copy of the whole model (about 540 MB for SmolLM2-135M beside its
-98 MB of blocks), which undoes what the quantized residency is for. The kernels' few-row
-products (``llmnb.kernels``) read and convert the blocks once per block of up to 8 rows and do
-every row's arithmetic, so their cost still grows with T, but slowly enough that the copy only
-pays from WIDE_ROWS_QUANTIZED rows on: on SmolLM2-135M's Q4_1 blocks (1 thread, 150 cached
-tokens, one session, ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m
-llmnb.perf.bench_spec --threads 1 --paths quantized quantized+W@X.T``) a batch of 4 / 8 / 16 /
-24 rows cost 27 / 49 / 93 / 141 ms through the kernels against a quantized decode step of
-9.6 ms (2.8 / 5.1 / 9.7 / 14.8 steps), and 99 / 129 / 164 ms at 8 / 16 / 24 rows through the
-dequantized wide copy.
+~100 MB of blocks), which undoes what the quantized residency is for. The integer kernels
+(``llmnb.kernels.integer``) read a block once for a register block of rows and do every row's
+byte arithmetic, so a batch's cost grows slowly with T and the copy is not needed; the float
+kernels (``weights="quantized-float"``) grow faster, and take the copy from
+WIDE_ROWS_QUANTIZED rows on (``--paths quantized quantized-float quantized-float+W@X.T``
+measures all three).
 """
 from __future__ import annotations
 
