@@ -23,14 +23,14 @@ from setuptools import setup
 #   1.21-1.32x, and decoding tokens to text, 1.35-1.37x (encoding is the Rust side's, 0.94-1.03x);
 # - ar/lookup.py: the lookup and n-gram drafters' matching over a long context, 1.70-1.75x and
 #   2.38-2.46x (with ar/speculative_draft.py, whose Drafter they extend);
-# - the decode step: model/ (the forward's per-layer loop) and ar/engine.py, kv_cache.py,
-#   sampling.py, text_stream.py, 1.05-1.07x per token on tiny-ar and 1.03-1.05x for the
-#   forward alone: small, but in every run;
+# - the decode step: model/ (the forward's per-layer loop), scratch.py (its buffers) and
+#   ar/engine.py, kv_cache.py, sampling.py, text_stream.py, 1.05-1.07x per token on tiny-ar
+#   and 1.03-1.05x for the forward alone: small, but in every run;
 # - errors.py and each compiled layer's errors.py, whose exceptions the layers raise.
 COMPILED_DIRS = ("llmnb/gguf/", "llmnb/tokenizer/", "llmnb/model/")
 COMPILED = {"llmnb/ar/lookup.py", "llmnb/ar/speculative_draft.py", "llmnb/ar/engine.py",
             "llmnb/ar/kv_cache.py", "llmnb/ar/sampling.py", "llmnb/ar/text_stream.py",
-            "llmnb/ar/errors.py", "llmnb/errors.py"}
+            "llmnb/ar/errors.py", "llmnb/errors.py", "llmnb/scratch.py"}
 # Interpreted, because compiling showed no gain: the diffusion loop (1.00-1.04x) and its
 # bookkeeping (0.98-1.00x) in diffusion/, and quant/'s whole-array numpy calls (dequantize
 # 0.93-1.07x, quantize Q4_K 0.83-0.87x: slower compiled). Interpreted too, until a workload

@@ -9,7 +9,7 @@ from llmnb.model.blocks import (
     COL_BLOCK, FEW_ROWS, TILED_MAX, WIDE_ROWS, apply_rope, attention, linear, rms_norm,
     rope_inv_freq, rope_tables,
 )
-from llmnb.model.scratch import Scratch
+from llmnb.scratch import Scratch
 from llmnb.model.weights import permute_qk, unpermute_qk
 from oracle import MANIFEST, PROMPT, TOL, forward_case, reference, transformer
 

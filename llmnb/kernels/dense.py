@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from llmnb.kernels.layout import TILE
+from llmnb.kernels.tile import TILE
 from llmnb.kernels.matvec import (
     SIXTEEN, SIXTEENTH, bytes_to_f32, halves_to_f32, nibbles_to_f32,
 )

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
-from llmnb.kernels.layout import TILE
+from llmnb.kernels.tile import TILE
 
 F32 = npt.NDArray[np.float32]
 CHUNK = 4       # inputs per pass of a block over its 64 outputs: the loop LLVM unrolls

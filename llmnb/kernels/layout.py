@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType, type_name
+from llmnb.kernels.tile import TILE as TILE   # outputs per tile, the unit of every layout here
 from llmnb.quant import dequantize
 from llmnb.quant.block_fields import bit_planes, byte_columns, f16_column
 from llmnb.quant.kquants_dequant import k4_scales_mins, planes_of
@@ -44,7 +45,6 @@ from llmnb.quant.legacy_dequant import quants_5bit
 U8 = npt.NDArray[np.uint8]
 I8 = npt.NDArray[np.int8]
 F32 = npt.NDArray[np.float32]
-TILE = 64          # outputs per tile: the unit of every layout here and of the kernels' loops
 # The dense way's float32 scratch (``product.py``), at most: W.T whole for every matrix of
 # Qwen2.5-0.5B (its largest, the fused gate/up, 896 x 9728 floats, is 35 MB); a larger one
 # (an output head over many rows, a bigger model's FFN) goes through it in panels of this size.

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
-from llmnb.kernels.layout import TILE
+from llmnb.kernels.tile import TILE
 
 SIXTEENTH = np.float32(0.0625)
 SIXTEEN = np.float32(16.0)

@@ -27,6 +27,7 @@ from llmnb.kernels.matvec import (
     bytes_matvec, bytes_rows, halves_rows, nibbles_matvec, nibbles_rows,
 )
 from llmnb.gguf.constants import GGMLType
+from llmnb.scratch import Scratch
 
 F32 = npt.NDArray[np.float32]
 
@@ -55,20 +56,7 @@ def quantized_matmul(x: F32, w: PackedMatrix) -> F32:
     return out if padded == w.n_out else out[:, :w.n_out]
 
 
-class Scratch:
-    """One float32 buffer, grown as needed (to at most SCRATCH_BYTES) and reused by every
-    dense product."""
-
-    def __init__(self) -> None:
-        self.buffer: F32 = np.empty(0, dtype=np.float32)
-
-    def get(self, rows: int, cols: int) -> F32:
-        if self.buffer.size < rows * cols:
-            self.buffer = np.empty(rows * cols, dtype=np.float32)
-        return self.buffer[:rows * cols].reshape(rows, cols)
-
-
-SCRATCH = Scratch()
+SCRATCH = Scratch()        # the dense products' W.T panels (at most SCRATCH_BYTES)
 
 
 def panel_tiles(n_in: int, scratch_bytes: int | None = None) -> int:
@@ -89,7 +77,7 @@ def dense_matmul(x: F32, w: PackedMatrix, scratch_bytes: int | None = None) -> F
     kind = kind_code(w)
     for a in range(0, w.n_tiles, step):
         b = min(w.n_tiles, a + step)
-        cols = SCRATCH.get(w.n_in, (b - a) * TILE)                     # (in, panel)
+        cols = SCRATCH.take("panel", w.n_in, (b - a) * TILE, exact=True)   # (in, panel)
         dequantize_columns(kind, w.qs, w.d, w.m, w.group, a, b, cols)
         np.matmul(x, cols, out=out[:, a * TILE:b * TILE])
     return out if out.shape[1] == w.n_out else out[:, :w.n_out]
@@ -103,7 +91,7 @@ def dense_parts_matmul(x: F32, parts: tuple[PackedMatrix, ...]) -> F32:
     tiles = [p.n_tiles for p in parts]
     if any(p.w_t is not None for p in parts) or sum(tiles) > panel_tiles(n_in):
         return np.concatenate([dense_matmul(x, p) for p in parts], axis=1)
-    cols = SCRATCH.get(n_in, sum(tiles) * TILE)                        # (in, all parts)
+    cols = SCRATCH.take("panel", n_in, sum(tiles) * TILE, exact=True)     # (in, all parts)
     c = 0
     for p, n in zip(parts, tiles):
         dequantize_columns(kind_code(p), p.qs, p.d, p.m, p.group, 0, n, cols, c)

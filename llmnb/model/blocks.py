@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.config import ROPE_SCALINGS, ModelError
-from llmnb.model.scratch import Scratch
+from llmnb.scratch import Scratch
 
 F32 = npt.NDArray[np.float32]
 

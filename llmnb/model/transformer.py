@@ -44,7 +44,7 @@ from llmnb.model.blocks import (
     rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
-from llmnb.model.scratch import Scratch
+from llmnb.scratch import Scratch
 from llmnb.model.weights import Weights, available_memory
 from llmnb.model.wide import NARROW, Copy, WideLayer, wide, wide_bytes, wide_size
 

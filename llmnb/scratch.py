@@ -1,4 +1,5 @@
-"""The forward pass's working buffers, allocated once (llama2.c's ``RunState``).
+"""Working buffers, allocated once and reused: the forward pass's (llama2.c's ``RunState``) and
+the float kernels' dense products' (``llmnb.kernels.product``).
 
 A decode step runs the same shapes every token and a diffusion step the same canvas every
 step, so the activations passed between the blocks (the normed rows, the fused q/k/v, the
@@ -25,14 +26,16 @@ class Scratch:
     def __init__(self) -> None:
         self._flat: dict[str, F32] = {}
 
-    def take(self, name: str, rows: int, cols: int) -> F32:
+    def take(self, name: str, rows: int, cols: int, exact: bool = False) -> F32:
         """A (rows, cols) float32 buffer under `name`: the same memory as the last pass's,
         unless it held fewer elements (then a new one, at least twice the old, so a growing
-        shape -- the keys of a decode step -- reallocates a logarithmic number of times)."""
+        shape -- the keys of a decode step -- reallocates a logarithmic number of times; with
+        `exact` just the size asked for, for a buffer whose size has a cap of its own)."""
         n = rows * cols
         flat = self._flat.get(name)
         if flat is None or flat.size < n:
-            flat = np.empty(max(n, 0 if flat is None else 2 * flat.size), dtype=np.float32)
+            grown = n if exact or flat is None else max(n, 2 * flat.size)
+            flat = np.empty(grown, dtype=np.float32)
             self._flat[name] = flat
         out: F32 = flat[:n].reshape(rows, cols)
         return out
