@@ -170,9 +170,10 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
         probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
-        # contiguous copies: the cache's views have strides numba's loops cannot vectorize over
-        exact_attention(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v),
-                        allowed, np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
+        # v contiguous: numba does not vectorize over the cache's strided view (k is
+        # transposed inside, where its strides cost nothing)
+        exact_attention(np.ascontiguousarray(q), k, np.ascontiguousarray(v), allowed,
+                        np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
     if not weights:
