@@ -46,7 +46,8 @@ from numba import njit, prange
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
 from llmnb.kernels.simd import (
-    bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd, imul, isplat,
+    bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd,
+    imul, isplat,
     isplat_rows, isub, izero, lanes, load_bytes, load_halves, load_widened, low_nibbles, rows,
     store_rows, to_floats, wide_offset,
 )
@@ -295,7 +296,8 @@ def fifth_bit_panels(q: npt.NDArray[np.generic], n_out: int) -> U8:
     nibbles of ``quant_panels``: per panel, block and chunk c, 64 bits for the low nibbles'
     bytes (output o, byte k: bit 4o + k) and 64 for the high ones', (panels, groups, 4, 2, 8)."""
     groups = q.shape[1] // 32
-    top = (q.reshape(n_out, groups, 2, 4, 4).astype(np.uint8) >> np.uint8(4))   # (out, groups, half, c, k)
+    # (out, groups, half, c, k)
+    top = (q.reshape(n_out, groups, 2, 4, 4).astype(np.uint8) >> np.uint8(4))
     pad = -n_out % PANEL
     if pad:
         top = np.concatenate([top, np.zeros((pad, *top.shape[1:]), dtype=np.uint8)])

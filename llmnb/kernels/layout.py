@@ -227,7 +227,8 @@ def pack(raw: npt.NDArray[np.uint8], ggml_type: int, n_out: int, n_in: int) -> P
         return PackedMatrix("dense", ggml_type, n_out, n_in, n_in, empty.astype(np.uint8),
                             empty, None, np.ascontiguousarray(w.T))
     if ggml_type in HALF_TYPES:
-        halves = np.ascontiguousarray(raw).reshape(-1).view(np.uint16).reshape(n_out, n_in // 32, 32)
+        halves = (np.ascontiguousarray(raw).reshape(-1).view(np.uint16)
+                  .reshape(n_out, n_in // 32, 32))
         return PackedMatrix("halves", ggml_type, n_out, n_in, 32, tiles(halves, n_out),
                             np.zeros((0, 0, 0), dtype=np.float32), None)
     block, size = GGML_BLOCK_SIZES[ggml_type]
@@ -261,4 +262,5 @@ def pack(raw: npt.NDArray[np.uint8], ggml_type: int, n_out: int, n_in: int) -> P
         kind = "bytes"
     return PackedMatrix(kind, ggml_type, n_out, n_in, group, qs,
                         np.asarray(tiles(d_rows, n_out), dtype=np.float32),
-                        None if m_rows is None else np.asarray(tiles(m_rows, n_out), dtype=np.float32))
+                        None if m_rows is None
+                        else np.asarray(tiles(m_rows, n_out), dtype=np.float32))

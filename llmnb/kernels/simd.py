@@ -6,7 +6,7 @@ integer arithmetic to 64 bits, so it never emits the byte dot products a quantiz
 is built on. Here a vector is a value of its own numba type whose data model is an LLVM
 vector, and each operation is one intrinsic. The one that matters:
 
-    dot4(isa, acc, w, x)   acc[l] += w[4l] x[4l] + w[4l+1] x[4l+1] + w[4l+2] x[4l+2] + w[4l+3] x[4l+3]
+    dot4(isa, acc, w, x)   acc[l] += w[4l] x[4l] + ... + w[4l+3] x[4l+3]
                            (w unsigned bytes, x signed bytes, acc int32 lanes)
 
 is AVX-512 VNNI's ``vpdpbusd`` (16 lanes at once), AVX-VNNI's (8 lanes), or on AVX2 the pair
@@ -147,8 +147,8 @@ def _splat(builder: ir.IRBuilder, value: ir.Value, count: int) -> ir.Value:
 
 def _lanes_of(builder: ir.IRBuilder, v: ir.Value, start: int, count: int) -> ir.Value:
     """Lanes start .. start + count - 1 of v."""
-    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
-                                  ir.Constant(ir.VectorType(I32, count), list(range(start, start + count))))
+    picks = ir.Constant(ir.VectorType(I32, count), list(range(start, start + count)))
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
 
 
 def _join(builder: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
@@ -535,7 +535,7 @@ def wide_offset(typingctx: Any, isa: IsaType) -> Any:
     return types.int32(isa), codegen
 
 
-__all__ = ["ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul", "fsplat_rows",
-           "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "lanes",
-           "load_bytes", "load_floats", "load_halves", "load_widened", "low_nibbles", "rows", "store_rows", "to_floats",
-           "wide_offset"]
+__all__ = ["ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul",
+           "fsplat_rows", "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat",
+           "isplat_rows", "isub", "izero", "lanes", "load_bytes", "load_floats", "load_halves",
+           "load_widened", "low_nibbles", "rows", "store_rows", "to_floats", "wide_offset"]

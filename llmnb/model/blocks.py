@@ -71,7 +71,8 @@ def rope_inv_freq(rope_dim: int, base: float, freq_factors: F32 | None = None,
         keep = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)   # 1: extrapolate
         inv = inv / factor * (1.0 - keep) + inv * keep
     elif scaling not in ("none", "llama3"):
-        raise ModelError(f"rope scaling: expected one of {', '.join(ROPE_SCALINGS)}, got {scaling!r}")
+        raise ModelError(f"rope scaling: expected one of {', '.join(ROPE_SCALINGS)}, "
+                         f"got {scaling!r}")
     return inv
 
 
@@ -79,7 +80,8 @@ def yarn_correction_range(rope_dim: int, orig_ctx: int, base: float) -> tuple[fl
     """The pair indices where YaRN's ramp starts and ends: the dimension whose wavelength fits
     BETA_FAST (resp. BETA_SLOW) times into `orig_ctx`, floored (ceiled), clamped to the dims."""
     def dim_for(rotations: float) -> float:
-        return rope_dim * float(np.log(orig_ctx / (rotations * 2 * np.pi))) / (2 * float(np.log(base)))
+        turns = float(np.log(orig_ctx / (rotations * 2 * np.pi)))
+        return rope_dim * turns / (2 * float(np.log(base)))
     low = float(np.floor(dim_for(YARN_BETA_FAST)))
     high = float(np.ceil(dim_for(YARN_BETA_SLOW)))
     return max(0.0, low), min(float(rope_dim - 1), high)
@@ -177,7 +179,8 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
     if not weights:
-        return attend(attention_weights(q, k, causal, q_offset, key_mask, scratch), v, scratch), None
+        p = attention_weights(q, k, causal, q_offset, key_mask, scratch)
+        return attend(p, v, scratch), None
     p = attention_weights(q, k, causal, q_offset, key_mask)              # (n_kv, g, T, S), its own
     return attend(p, v, scratch), p
 
@@ -212,7 +215,7 @@ def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
     probs: F32 = np.exp(scores, out=scores)
     # the sum in float64 and then rounded: the same float32 whatever masked keys (zeros) sit
     # in the row, so a row of a verify batch gets the bits of the same row decoded alone
-    probs /= probs.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)   # (n_kv, g, T, S)
+    probs /= probs.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
     return probs
 
 

@@ -63,7 +63,8 @@ class AttentionObserver(Protocol):
     compiled code cannot ``isinstance`` a protocol)."""
 
     def observe_attention(self, layer: int, probs: F32) -> None:
-        """Receive a layer's attention weights (n_kv, group, T, S) for the keys `update` returned."""
+        """Receive a layer's attention weights (n_kv, group, T, S) for the keys `update`
+        returned."""
         ...
 
 

@@ -125,7 +125,8 @@ def scratch_bytes(f: GGUFFile, config: ModelConfig) -> int:
         shapes = [f.tensors[n].shape for n in names if n in f.tensors]
         return sum(4 * s[-1] * -(-s[0] // TILE) * TILE for s in shapes if len(s) == 2)
 
-    groups = [[f"blk.{i}.{p}.weight" for p in group] for i in range(config.n_layer) for group in FUSED]
+    groups = [[f"blk.{i}.{p}.weight" for p in group]
+              for i in range(config.n_layer) for group in FUSED]
     groups.append(["token_embd.weight" if config.tied_output else "output.weight"])
     return min(SCRATCH_BYTES, max((padded(g) for g in groups), default=0))
 
@@ -189,11 +190,13 @@ def plan_residency(f: GGUFFile, config: ModelConfig, kv_bytes: int = 0,
     elif residency == "auto":
         choice = "resident" if resident <= avail else "streaming"
     elif residency not in ("resident", "streaming"):
-        raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', got {residency!r}")
+        raise ModelError(f"residency: expected 'auto', 'resident' or 'streaming', "
+                         f"got {residency!r}")
     needed = quantized if weights in QUANTIZED else resident if choice == "resident" else streaming
     if needed > avail:
         if weights in QUANTIZED:
-            hint = f"float32 streaming (one layer dequantized at a time) needs {format_bytes(streaming)}"
+            hint = (f"float32 streaming (one layer dequantized at a time) needs "
+                    f"{format_bytes(streaming)}")
         elif choice == "resident" and quantized <= avail and default_weights(f) == "quantized":
             hint = f"weights='quantized' fits: it needs {format_bytes(quantized)}"
         elif choice == "resident" and streaming <= avail:
@@ -339,7 +342,8 @@ class Weights:
         )
 
     def _gemma_norms(self, p: str) -> dict[str, F32]:
-        """Gemma 3's q/k and post-attention/post-FFN norms of layer prefix `p` (when the config has them)."""
+        """Gemma 3's q/k and post-attention/post-FFN norms of layer prefix `p` (when the config
+        has them)."""
         c = self.config
         names = ({"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"} if c.qk_norm else {}) | (
             {"post_attn_norm": "post_attention_norm", "post_ffn_norm": "post_ffw_norm"}
