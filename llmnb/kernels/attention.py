@@ -27,7 +27,6 @@ from numba import njit, prange
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 
 
-
 @njit(parallel=True, cache=True)
 def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
     """q (nh, T, hd), k and v (nkv, S, hd), allowed (T, S) bool -> out (T, nh * hd); `scale`

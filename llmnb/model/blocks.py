@@ -178,11 +178,9 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
                         np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
-    if not weights:
-        p = attention_weights(q, k, causal, q_offset, key_mask, scratch)
-        return attend(p, v, scratch), None
-    p = attention_weights(q, k, causal, q_offset, key_mask)              # (n_kv, g, T, S), its own
-    return attend(p, v, scratch), p
+    # (n_kv, g, T, S); in the scratch unless the caller keeps the weights (then their own)
+    p = attention_weights(q, k, causal, q_offset, key_mask, None if weights else scratch)
+    return attend(p, v, scratch), p if weights else None
 
 
 def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
