@@ -226,7 +226,7 @@ def _evict_keys_out_of_place(f: Callable[..., Any], self: Any) -> None:
 BITES: list[Bite] = [
     Bite("00_tour", "digest = hashlib.sha256", "llmnb.hub:path", instead(_hub_path_other),
          "locates another model's file"),
-    Bite("00_tour", "a = llmnb.generate(ar", "llmnb.model.blocks:apply_rope_inplace",
+    Bite("00_tour", "a = llmnb.generate(ar", "llmnb.kernels.rowwise:rope_rows",
          instead(_rope_backwards), "RoPE rotates backwards"),
     Bite("01_gguf", "ref = gguf.GGUFReader(path)", "llmnb.gguf.reader:_read_tensor_info",
          instead(_tensor_info_transposed), "one tensor's shape transposed"),
@@ -248,7 +248,7 @@ BITES: list[Bite] = [
     Bite("04_transformer", "ffn = swiglu(", "llmnb.model.blocks:swiglu",
          instead(_swiglu_swapped), "gate and up swapped"),
     Bite("04_transformer", "ours = forward_by_hand(W, cfg, prompt)",
-         "llmnb.model.blocks:apply_rope_inplace", instead(_rope_backwards),
+         "llmnb.kernels.rowwise:rope_rows", instead(_rope_backwards),
          "the forward's RoPE rotates backwards"),
     Bite("04_transformer", "bidir = tiny.forward(prompt, causal=False)",
          "llmnb.model.blocks:attention", instead(_attention_unmasked), "causal=False ignored"),

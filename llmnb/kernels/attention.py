@@ -10,7 +10,7 @@ tree's other branches, the batch's later tokens) that a decode step does not. So
 (row, head) is computed on its own, in one fixed order over the keys it may see and skipping the
 ones it may not:
 
-    s_j = (q . k_j) / sqrt(hd)   for each key j, summed over the head dimension in order
+    s_j = (q . k_j) / sqrt(hd)   for each key j, summed over the head dimension in one order
     p_j = exp(s_j - max s) / sum_j exp(s_j - max s)
     out = sum_j p_j v_j          in key order
 
@@ -27,37 +27,38 @@ from numba import njit, prange
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 
 
+@njit(fastmath={"reassoc"}, cache=True)
+def dot(a, b):  # type: ignore[no-untyped-def]
+    """sum_i a_i b_i over two contiguous float32 vectors, in the one order this compiled loop
+    sums them (vector lanes, then the lanes together): an order that depends on nothing but
+    the length, so every key's score is the same bits in every call."""
+    total = np.float32(0)
+    for i in range(a.shape[0]):
+        total += a[i] * b[i]
+    return total
+
+
 @njit(parallel=True, cache=True)
 def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
-    """q (nh, T, hd), k and v (nkv, S, hd), allowed (T, S) bool -> out (T, nh * hd); `scale`
-    multiplies the scores (1/sqrt(hd), float32); the weights into probs (nh, T, S) unless it
-    is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
+    """q (nh, T, hd), k and v (nkv, S, hd), all contiguous, allowed (T, S) bool -> out
+    (T, nh * hd); `scale` multiplies the scores (1/sqrt(hd), float32); the weights into probs
+    (nh, T, S) unless it is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
 
-    Every key's dot product is summed over the head dimension in order; the sums of all
-    keys are kept at once, so the innermost loop runs over keys (the keys transposed once per
-    call) and compiles to vector instructions, while every key's own arithmetic stays what it
-    is alone."""
+    A key a row may not see is skipped, not computed and masked: a verify row pays only for
+    the keys its own decode step would see."""
     nh, t_rows, hd = q.shape
-    nkv, s_keys = k.shape[0], k.shape[1]
-    group = nh // nkv
-    kt = np.empty((nkv, hd, s_keys), np.float32)                # (nkv, hd, S)
-    for g in prange(nkv):
-        for j in range(s_keys):
-            for i in range(hd):
-                kt[g, i, j] = k[g, j, i]
+    s_keys = k.shape[1]
+    group = nh // k.shape[0]
     for ht in prange(nh * t_rows):
         h = ht // t_rows
         t = ht % t_rows
         g = h // group
-        scores = np.zeros(s_keys, np.float32)
-        for i in range(hd):                                      # every key's dot in order i
-            qi = q[h, t, i]
-            for j in range(s_keys):
-                scores[j] += qi * kt[g, i, j]
-        top = -np.inf
+        row = q[h, t]
+        scores = np.empty(s_keys, np.float32)
+        top = np.float32(-np.inf)
         for j in range(s_keys):
             if allowed[t, j]:
-                sj = scores[j] * scale
+                sj = dot(row, k[g, j]) * scale
                 scores[j] = sj
                 if sj > top:
                     top = sj
@@ -68,8 +69,9 @@ def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-unt
                 e = np.float32(np.exp(scores[j] - top))
                 scores[j] = e
                 total += e
+                vj = v[g, j]
                 for i in range(hd):
-                    acc[i] += e * v[g, j, i]
+                    acc[i] += e * vj[i]
         for i in range(hd):
             out[t, h * hd + i] = acc[i] / total
         if probs is not None:

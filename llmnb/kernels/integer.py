@@ -45,6 +45,7 @@ from numba import njit, prange
 
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
+from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.simd import (
     bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd,
     imul, isplat,
@@ -173,7 +174,8 @@ _buffers: dict[tuple[str, int, int, int], Activations] = {}
 def quantize(x: F32, kind: str, group: int = 32) -> Activations:
     """x (T, n) float32 -> its 8-bit blocks as `kind` ('q8_0', 'q8_1' or 'q8_k'), in buffers
     reused by the next call of the same kind and shape (a product uses them at once)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x, dtype=np.float32)
     rows, n = x.shape
     key = (kind, group, rows, n)
     a = _buffers.get(key)
@@ -231,9 +233,7 @@ class IntMatrix:
 
     def matmul(self, x: F32, out: F32 | None = None) -> F32:
         """x (T, n_in) @ W.T -> (T, n_out), in `out` if given."""
-        from llmnb.kernels.isa import integer_isa
-
-        return matmul(x, self, integer_isa() or "avx2", out)
+        return matmul(x, self, _host_isa(), out)
 
 
 @dataclass
@@ -248,9 +248,7 @@ class IntParts:
         return sum(p.nbytes for p in self.parts)
 
     def matmul(self, x: F32, out: F32 | None = None) -> F32:
-        from llmnb.kernels.isa import integer_isa
-
-        isa = integer_isa() or "avx2"
+        isa = _host_isa()
         n = sum(p.n_out for p in self.parts)
         y = np.empty((x.shape[0], n), np.float32) if out is None else out
         quantized: dict[tuple[str, int], Activations] = {}
@@ -500,6 +498,12 @@ def kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, x
 
 ROWS = 4          # rows per register block
 _ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa]] = {}
+
+
+def _host_isa() -> str:
+    """The integer build this process runs (``isa.integer_isa``); AVX2's where the choice is
+    the float kernels, for a caller that holds integer weights anyway."""
+    return integer_isa() or "avx2"
 
 
 def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa]:

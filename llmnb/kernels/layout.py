@@ -90,7 +90,7 @@ class PackedMatrix:
     def type_name(self) -> str:
         return type_name(self.ggml_type)
 
-    def matmul(self, x: F32) -> F32:
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
         """x (T, n_in) @ W.T -> (T, n_out) (``llmnb.kernels.matmul``; numba loads on first use)."""
         from llmnb.kernels.product import matmul
 
@@ -108,7 +108,7 @@ class PackedParts:
     def nbytes(self) -> int:
         return sum(p.nbytes for p in self.parts)
 
-    def matmul(self, x: F32) -> F32:
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
         """x (T, n_in) @ W.T -> (T, sum n_out): the parts' products, or from
         ``product.DENSE_ROWS`` rows on one dequantized panel of every part and one sgemm."""
         from llmnb.kernels.product import parts_matmul
@@ -128,7 +128,7 @@ class F32Tiles:
     def nbytes(self) -> int:
         return int(self.tiles.nbytes)
 
-    def matmul(self, x: F32) -> F32:
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
         """x (T, n_in) @ W.T -> (T, n_out) (``floats.tiled_matmul``; numba loads on first use)."""
         from llmnb.kernels.floats import tiled_matmul
 

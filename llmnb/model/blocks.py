@@ -119,21 +119,6 @@ def apply_rope(x: F32, cos: F32, sin: F32) -> F32:
     return out
 
 
-def apply_rope_inplace(x: F32, cos: F32, sin: F32) -> None:
-    """``apply_rope`` on heads laid out as the projection writes them, x (T, n_heads,
-    head_dim) (a view into the fused q/k/v output), rotated where they are: the same
-    arithmetic, no copy of the heads."""
-    half = cos.shape[1]
-    c, s = cos[:, None, :], sin[:, None, :]                   # (T, 1, r/2), over the heads
-    x1 = x[..., :half]                                        # (T, h, r/2)
-    x2 = x[..., half:2 * half]                                # (T, h, r/2)
-    first = x1 * c
-    first -= x2 * s
-    x2 *= c                                                   # x2 cos ...
-    x2 += x1 * s                                              # ... + x1 sin (x1 not yet written)
-    x1[...] = first
-
-
 def attention(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
               key_mask: npt.NDArray[np.bool_] | None = None,
               scratch: Scratch | None = None) -> F32:
@@ -172,10 +157,10 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
         probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
-        # v contiguous: numba does not vectorize over the cache's strided view (k is
-        # transposed inside, where its strides cost nothing)
-        exact_attention(np.ascontiguousarray(q), k, np.ascontiguousarray(v), allowed,
-                        np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
+        # contiguous: numba does not vectorize over the cache's strided views
+        exact_attention(np.ascontiguousarray(q), np.ascontiguousarray(k),
+                        np.ascontiguousarray(v), allowed, np.float32(1.0 / np.sqrt(q.shape[2])),
+                        out, probs)
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
     # (n_kv, g, T, S); in the scratch unless the caller keeps the weights (then their own)
@@ -299,7 +284,8 @@ class Product(Protocol):
     """A weight that multiplies itself: x (T, in) -> x @ W.T (T, out). The quantized
     residency's weights (``llmnb.kernels.PackedMatrix``, or several side by side)."""
 
-    def matmul(self, x: F32) -> F32:
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
+        """x @ W.T, written into `out` (T, out) where its path can, else an array of its own."""
         ...
 
     @property
@@ -348,14 +334,15 @@ def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None,
     when the (out, in) copy is given.
 
     `out`, a (T, out) float32 buffer, receives the product on the paths over the loaded
-    (in, out) layout (one row, a few rows, sgemm); the others return an array of their own.
+    (in, out) layout (one row, a few rows, sgemm) and the integer products; the others return
+    an array of their own.
     """
     y: F32
     if not isinstance(w_t, np.ndarray):
         if isinstance(w, np.ndarray) and x.shape[0] >= WIDE_ROWS_QUANTIZED:
             y = (w @ x.T).T                                   # (T, out), a view of (out, T)
             return y
-        return w_t.matmul(x)
+        return w_t.matmul(x, out)
     t = x.shape[0]
     if isinstance(w, F32Tiles):
         if TILED_ROWS <= t < TILED_MAX:

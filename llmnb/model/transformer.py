@@ -40,8 +40,8 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    apply_rope_inplace, attention, attention_observed, geglu, head_rms_norm, linear,
-    rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap, swiglu,
+    attention, attention_observed, geglu, head_rms_norm, linear, rope_inv_freq, rope_mscale,
+    rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.scratch import Scratch
@@ -164,6 +164,9 @@ class Transformer:
         cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         s, d = self.scratch, c.n_embd
+        from llmnb.kernels.rowwise import rms_norm as norm, rope_rows   # numba on first use
+
+        eps = c.rms_eps
         h = self.weights.embed(ids)                                        # (T, d), this pass's own
         if c.embd_scale != 1.0:
             h *= np.float32(c.embd_scale)
@@ -171,7 +174,7 @@ class Transformer:
             lw = self.weights.layer(i)
             ww = self.wide[i] if self.wide else NARROW
             slides = c.swa_layers[i] if c.swa_layers else False
-            x = rms_norm(h, lw.attn_norm, c.rms_eps, s.take("x", t, d))   # (T, d)
+            x = norm(h, lw.attn_norm, eps, s.take("x", t, d))             # (T, d)
             qkv = np.ascontiguousarray(linear(x, lw.wqkv_t, ww.wqkv,
                                               s.take("qkv", t, nq + 2 * nkv)))  # (T, nq + 2 nkv)
             if lw.bqkv is not None:
@@ -184,7 +187,7 @@ class Transformer:
                                                  c.rms_eps).transpose(1, 0, 2)
                 qk[:, c.n_head:] = head_rms_norm(qk[:, c.n_head:].transpose(1, 0, 2), lw.k_norm,
                                                  c.rms_eps).transpose(1, 0, 2)
-            apply_rope_inplace(qk, cos_swa, sin_swa) if slides else apply_rope_inplace(qk, cos, sin)
+            rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
             q = qk[:, :c.n_head].transpose(1, 0, 2)                             # (nh, T, hd)
             k = qk[:, c.n_head:].transpose(1, 0, 2)                             # (nkv, T, hd)
             if self.q_scale != 1.0:
@@ -205,17 +208,17 @@ class Transformer:
                 observe(i, p)                                            # (nkv, g, T, S)
             o = linear(a, lw.wo_t, ww.wo, s.take("delta", t, d))           # (T, d)
             if lw.post_attn_norm is not None:
-                o = rms_norm(o, lw.post_attn_norm, c.rms_eps)
+                o = norm(o, lw.post_attn_norm, eps, o)
             h += o                                           # h is this pass's own: added in place
-            x = rms_norm(h, lw.ffn_norm, c.rms_eps, s.take("x", t, d))
+            x = norm(h, lw.ffn_norm, eps, s.take("x", t, d))
             gu = linear(x, lw.w_gate_up_t, ww.w_gate_up, s.take("gu", t, 2 * c.n_ff))  # (T, 2 ff)
             act = geglu if c.ffn_act == "gelu" else swiglu
             ff = act(gu[:, :c.n_ff], gu[:, c.n_ff:], s.take("ff", t, c.n_ff))          # (T, ff)
             f = linear(ff, lw.w_down_t, ww.w_down, s.take("delta", t, d))            # (T, d)
             if lw.post_ffn_norm is not None:
-                f = rms_norm(f, lw.post_ffn_norm, c.rms_eps)
+                f = norm(f, lw.post_ffn_norm, eps, f)
             h += f
-        return rms_norm(h, self.weights.output_norm, c.rms_eps)
+        return norm(h, self.weights.output_norm, eps)
 
     def rope_at(self, positions: I64, swa: bool) -> tuple[F32, F32]:
         """RoPE's cos and sin at `positions`, (T, rope_dim/2) each: rows of tables built once
