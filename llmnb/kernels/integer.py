@@ -239,7 +239,8 @@ class IntMatrix:
 @dataclass
 class IntParts:
     """Weights side by side along the outputs in different formats (Q, K and V of a Q4_K_M
-    file): one product per part into its columns, x quantized once per activation format."""
+    file): one product per part into its columns, each quantizing x for its own format (a
+    small cost beside the product)."""
 
     parts: tuple[IntMatrix, ...]
 
@@ -251,13 +252,9 @@ class IntParts:
         isa = _host_isa()
         n = sum(p.n_out for p in self.parts)
         y = np.empty((x.shape[0], n), np.float32) if out is None else out
-        quantized: dict[tuple[str, int], Activations] = {}
         c = 0
         for p in self.parts:
-            key = (p.activations, p.group)
-            if key not in quantized:
-                quantized[key] = quantize(x, *key)
-            matmul(x, p, isa, y[:, c:c + p.n_out], quantized[key])
+            matmul(x, p, isa, y[:, c:c + p.n_out])
             c += p.n_out
         return y
 
@@ -375,7 +372,9 @@ def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> 
 def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: ignore[no-untyped-def]
     """R rows' integer sums over one block of 32 inputs: stored quants at qs[at:] (and their
     fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride n_in)."""
+    # two chains of sums, added at the end: half the dependent latency, the same integers
     a = izero(isa)
+    b = izero(isa)
     if nibbles:
         for c in range(4):
             w = load_bytes(isa, qs, at + c * 64)
@@ -385,12 +384,14 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: igno
                 lo = bor(lo, fifth_bits(isa, qh, hat + c * 16))
                 hi = bor(hi, fifth_bits(isa, qh, hat + c * 16 + 8))
             a = dot4(isa, a, lo, broadcast4(isa, xq, x0 + 4 * c, n_in))
-            a = dot4(isa, a, hi, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+            b = dot4(isa, b, hi, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
     else:
-        for c in range(8):
+        for c in range(0, 8, 2):
             a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
                           broadcast4(isa, xq, x0 + 4 * c, n_in))
-    return a
+            b = dot4_wide(isa, b, load_bytes(isa, qs, at + (c + 1) * 64),
+                          broadcast4(isa, xq, x0 + 4 * (c + 1), n_in))
+    return iadd(a, b)
 
 
 @njit(inline="always")
@@ -399,13 +400,15 @@ def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h
     nb = n_in // 32
     chunk = 256 if nibbles else 512                            # a block's bytes for 16 outputs
     # what the stored quants add per unit of sum(qx): Q4_0's 8, bytes' 128 (VNNI)
-    off = isplat(isa, offset if nibbles else wide_offset(isa))
+    shift = offset if nibbles else wide_offset(isa)
+    off = isplat(isa, shift)
     f = fzero(isa)
     for b in range(nb):
         k = (p * nb + b) * 16 + h * L                          # this register's scales
         a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
                              (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in)
-        a = isub(a, imul(isplat_rows(isa, xsum, r * nb + b, nb), off))
+        if shift != 0:                                         # Q4_1, Q5_1: nothing to take off
+            a = isub(a, imul(isplat_rows(isa, xsum, r * nb + b, nb), off))
         f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
                 to_floats(a), f)
         if m is not None:
@@ -496,6 +499,29 @@ def kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, x
                              r, n_in)
 
 
+@njit(cache=True)
+def legacy_product(isa, two, one, nibbles, offset, qs, qh, d, m, x, out, n_in):  # type: ignore[no-untyped-def]
+    """``legacy_matmul`` of x (T, n_in) float32 quantized here to Q8_0 blocks (with Q8_1's
+    term): one call from Python where two were, since a decode step makes a hundred."""
+    blocks = x.shape[0] * n_in // 32
+    xq = np.empty(x.shape[0] * n_in, np.int8)
+    xd = np.empty(blocks, np.float32)
+    xsum = np.empty(blocks, np.int32)
+    xs = np.empty(blocks, np.float32)
+    quantize_q8_0(x, xq, xd, xsum, xs)
+    legacy_matmul(isa, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in)
+
+
+@njit(cache=True)
+def kquant_product(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, x, out, n_in):  # type: ignore[no-untyped-def]
+    """``kquant_matmul`` of x (T, n_in) float32 quantized here to Q8_K blocks."""
+    xq = np.empty(x.shape[0] * n_in, np.int8)
+    xd = np.empty(x.shape[0] * n_in // 256, np.float32)
+    xsum = np.empty(x.shape[0] * n_in // group, np.int32)
+    quantize_q8_k(x, xq, xd, xsum, group)
+    kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in)
+
+
 ROWS = 4          # rows per register block
 _ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa]] = {}
 
@@ -519,13 +545,21 @@ def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
     (``simd.ISAS``), into `out` if given (any (T, n_out) float32 view whose rows are
     contiguous, such as some columns of a wider array); `xa`: x already quantized for this
     weight's format."""
-    if xa is None:
-        xa = quantize(x, w.activations, w.group)
     t, n_cols = x.shape[0], w.n_panels * PANEL
     y = np.empty((t, w.n_out), np.float32) if out is None else out
     target = y if n_cols == w.n_out and y.strides[1] == 4 else np.empty((t, n_cols), np.float32)
     block, two, one = _isas(isa)
-    if w.ggml_type in LEGACY:
+    legacy = w.ggml_type in LEGACY
+    if xa is None:                          # quantized inside the same compiled call
+        if x.dtype != np.float32 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float32)
+        if legacy:
+            legacy_product(block, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, x, target,
+                           w.n_in)
+        else:
+            kquant_product(block, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn,
+                           x, target, w.n_in)
+    elif legacy:
         legacy_matmul(block, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q, xa.d,
                       xa.sums, xa.s, target, w.n_in)
     else:
