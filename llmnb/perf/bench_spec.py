@@ -262,7 +262,8 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
                  rows: tuple[int, ...] | None = None, repeats: int = 5,
                  context: int = 150, paths: tuple[str, ...] = ("W@X.T",)) -> list[dict[str, Any]]:
     """What a verify batch of T rows costs after `context` cached tokens: median seconds of
-    ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step on the same weights)
+    ``llmnb.ar.speculative_verify.verify`` (T = 1 is a plain decode step on the same weights,
+    as ``generate`` runs it)
     and the ratio to T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise,
     for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
     "W@X.T" (with the (out, in) copies, ``Transformer.use_wide(tiles=False)``: W @ X.T from
@@ -295,7 +296,8 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
 def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 5,
                       context: int = 150, tiles: bool = False) -> list[float]:
     """Median seconds of ``llmnb.ar.speculative_verify.verify`` over `rows[i]` rows (the root
-    and one branch) after `context` cached tokens on a loaded model, with its wide copy
+    and one branch) after `context` cached tokens on a loaded model (for one row, a plain
+    decode step: the forward ``generate`` runs per token, at the same context), with its wide copy
     (``Transformer.use_wide``: (out, in), or with `tiles` float32 weights in tiles; a
     dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
     step on the same weights. The model is left without the wide copy."""
@@ -314,7 +316,11 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 
 
     def batch(t: int) -> Callable[[], None]:
         def run() -> None:
-            verify(tr, cache, 1, [list(range(2, 1 + t))])       # the root and one branch
+            if t == 1:            # what ``generate`` spends per token: one decode step's forward
+                tr.forward(np.ones(1, dtype=np.int64), start=context, cache=cache, last_only=True)
+                cache.commit()
+            else:
+                verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
             cache.truncate(context)
         return run
 
