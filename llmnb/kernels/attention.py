@@ -70,14 +70,14 @@ def exp_nonpositive(x, out, bits):  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True)
 def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
-    """q (nh, T, hd), k and v (nkv, S, hd), all contiguous, allowed (T, S) bool -> out
+    """q (nh, T, hd), k and v (nkv, >= S, hd), all contiguous, allowed (T, S) bool -> out
     (T, nh * hd); `scale` multiplies the scores (1/sqrt(hd), float32); the weights into probs
     (nh, T, S) unless it is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
 
     A key a row may not see is skipped, not computed and masked: a verify row pays only for
     the keys its own decode step would see."""
     nh, t_rows, hd = q.shape
-    s_keys = k.shape[1]
+    s_keys = allowed.shape[1]                    # k and v may run on past the S keys (a cache)
     group = nh // k.shape[0]
     for ht in prange(nh * t_rows):
         h = ht // t_rows

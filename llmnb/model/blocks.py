@@ -157,15 +157,26 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
         probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
-        # contiguous: numba does not vectorize over the cache's strided views
-        exact_attention(np.ascontiguousarray(q), np.ascontiguousarray(k),
-                        np.ascontiguousarray(v), allowed, np.float32(1.0 / np.sqrt(q.shape[2])),
-                        out, probs)
+        exact_attention(np.ascontiguousarray(q), heads_in_place(k), heads_in_place(v), allowed,
+                        np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
     # (n_kv, g, T, S); in the scratch unless the caller keeps the weights (then their own)
     p = attention_weights(q, k, causal, q_offset, key_mask, None if weights else scratch)
     return attend(p, v, scratch), p if weights else None
+
+
+def heads_in_place(a: F32) -> F32:
+    """Keys or values (n_kv, S, hd) as a C-contiguous array for the compiled attention, which
+    vectorizes only over contiguous rows: a view when every head's rows are contiguous (the KV
+    cache's slice of its first S positions: the view runs on to the cache's capacity, and the
+    kernel reads only the first S rows it is told of), else a copy."""
+    n, s, hd = a.shape
+    step, row, item = a.strides
+    if item == a.itemsize and row == hd * item and n > 1 and step % row == 0 and step // row >= s:
+        view: F32 = np.lib.stride_tricks.as_strided(a, (n, step // row, hd), a.strides)
+        return view
+    return np.ascontiguousarray(a)
 
 
 def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
