@@ -183,22 +183,25 @@ def test_bench_ar_and_diffusion_time_with_the_thread_sweeps_functions(
     assert seen == [("ar", 128, 32, 3), ("diffusion", 8, 32, 3, 1)]
 
 
-def test_diffusion_products_are_the_steps_projections(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diffusion_products_are_the_steps_projections() -> None:
     """``bench_diffusion.products`` runs every layer's four projections on the step's rows,
-    with the widths the forward gives them, through ``blocks.linear``."""
-    from llmnb.model import blocks
+    with the widths the forward gives them, through the model's own ``blocks.Linear``s."""
     from llmnb.perf import bench_diffusion
 
     m = llmnb.load(ROOT / "data" / "models" / "tiny-llada.gguf")
     c = m.config
     shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-    real = blocks.linear
 
-    def linear(x: Any, w_t: Any, w: Any = None) -> Any:
-        shapes.append((x.shape, w_t.shape))
-        return real(x, w_t, w)
+    class Recorder:
+        def __init__(self, lin: Any) -> None:
+            self.lin = lin
 
-    monkeypatch.setattr(blocks, "linear", linear)
+        def matmul(self, x: Any, out: Any = None) -> Any:
+            shapes.append((x.shape, self.lin.w_t.shape))
+            return self.lin.matmul(x, out)
+
+    t = m.transformer
+    t.linears = [tuple(Recorder(lin) for lin in four) for four in t.linears]
     bench_diffusion.products(m, 40, 8)()
     nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     one_layer = [((40, c.n_embd), (c.n_embd, nq + 2 * nkv)), ((40, nq), (nq, c.n_embd)),

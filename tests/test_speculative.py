@@ -88,7 +88,7 @@ def test_a_quantized_target_gets_its_wide_copy_only_when_asked_and_verifies_the_
         quantized: dict[str, Path]) -> None:
     target = llmnb.load(quantized["Q8_0"], weights="quantized-float")   # the float kernels
     tr = target.transformer
-    assert tr.use_wide(True) == 0 and not tr.wide      # blocks stay blocks by default
+    assert tr.use_wide(True) == 0 and tr.wide_bytes() == 0   # blocks stay blocks by default
     ids = target.prompt_ids("Compute the sum of 22 and 13.", chat=True)
     branches = [[50, 51, 52, 53, 54], [60, 61, 62, 63]]  # 10 rows: W @ X.T on the copy
     cache = KVCache(target.config, 64)

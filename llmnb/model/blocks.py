@@ -5,13 +5,14 @@
 
 Conventions: activations are float32 row vectors, ``(T, d)`` for T tokens. GGUF stores a
 weight as ``(out, in)``; the loader keeps it transposed, ``(in, out)``, so a projection is
-``x @ W.T`` = ``linear(x, W.T)``. RoPE uses the half-split ("NEOX", Hugging Face) pairing
+``x @ W.T`` = ``Linear(W.T).matmul(x)``. RoPE uses the half-split ("NEOX", Hugging Face) pairing
 (i, i + d/2); the loader converts llama.cpp's interleaved Llama files to it
 (``weights.unpermute_qk``).
 
 The file has two parts: first the blocks, plain numpy one function each (picoGPT's
-``gpt2.py`` is the model), then the performance path: ``linear``, the projections, which pick
-a way to multiply by how many rows there are and how the weight is held.
+``gpt2.py`` is the model), then the performance path: ``Linear``, a projection's weight with
+its one ``matmul``, which picks a way to multiply by how many rows there are and how the
+weight is held.
 
 References: RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), GQA (Ainslie et al.
 2023), SwiGLU (Shazeer 2020); Llama-3 RoPE frequency scaling as llama.cpp's ``rope_freqs``;
@@ -329,48 +330,59 @@ TILED_ROWS = 2
 TILED_MAX = 64
 
 
-def linear(x: F32, w_t: F32 | Product, w: F32 | F32Tiles | None = None,
-           out: F32 | None = None) -> F32:
-    """x @ W.T for x (T, in), with the weight stored transposed: w_t = W.T, (in, out), and
-    optionally also as itself, w = W (the wide layout): (out, in), for WIDE_ROWS rows or more,
-    or in tiles (``F32Tiles``), for TILED_ROWS up to TILED_MAX rows.
+class Linear:
+    """One weight matrix W (out, in) as the forward pass multiplies it, x (T, in) -> x @ W.T:
+    the weight as loaded, `w_t`, and on request a `copy` for batches of rows
+    (``llmnb.model.wide``). ``matmul`` is the one way in, and chooses by the rows:
 
-    A quantized weight (a ``Product``) multiplies itself with ``llmnb.kernels``, or from
-    WIDE_ROWS_QUANTIZED rows on as W @ X.T when its dequantized copy w is given.
+    - float32 `w_t` = W.T, (in, out), the layout OpenBLAS streams fastest for one token (sgemv
+      over columns, for rows as short as these models'). One row is a vector @ matrix product,
+      bound by reading w_t; up to FEW_ROWS rows one such product per row over cache-sized
+      column blocks; more rows one matrix product, or W @ X.T on the (out, in) copy from
+      WIDE_ROWS rows on, or the tiled kernel on a copy in tiles (``F32Tiles``) from TILED_ROWS
+      up to TILED_MAX rows.
+    - a quantized `w_t` (a ``Product``: the integer or float kernels on the file's blocks)
+      multiplies itself, or from WIDE_ROWS_QUANTIZED rows on runs W @ X.T on its dequantized
+      (out, in) copy, when one is held.
 
-    The (in, out) layout is the one OpenBLAS streams fastest for one token at a time
-    (sgemv over columns, for rows as short as these models'). One token is a vector @ matrix
-    product, bound by reading w_t from memory; up to FEW_ROWS tokens are one such product per
-    row over cache-sized column blocks; more tokens are a plain matrix product, W @ X.T
-    when the (out, in) copy is given.
+    `out`, a (T, out) float32 buffer, receives the product on the paths over the loaded layout
+    and the quantized products; the others return an array of their own."""
 
-    `out`, a (T, out) float32 buffer, receives the product on the paths over the loaded
-    (in, out) layout (one row, a few rows, sgemm) and the integer products; the others return
-    an array of their own.
-    """
-    y: F32
-    if not isinstance(w_t, np.ndarray):
-        if isinstance(w, np.ndarray) and x.shape[0] >= WIDE_ROWS_QUANTIZED:
+    __slots__ = ("w_t", "copy")
+
+    def __init__(self, w_t: F32 | Product, copy: F32 | F32Tiles | None = None) -> None:
+        self.w_t = w_t
+        self.copy = copy
+
+    def matmul(self, x: F32, out: F32 | None = None) -> F32:
+        y: F32
+        w_t, w, t = self.w_t, self.copy, x.shape[0]
+        if not isinstance(w_t, np.ndarray):
+            if isinstance(w, np.ndarray) and t >= WIDE_ROWS_QUANTIZED:
+                y = (w @ x.T).T                               # (T, out), a view of (out, T)
+                return y
+            return w_t.matmul(x, out)
+        if isinstance(w, F32Tiles):
+            if TILED_ROWS <= t < TILED_MAX:
+                return w.matmul(x)
+            w = None
+        if w is not None and t >= WIDE_ROWS:
             y = (w @ x.T).T                                   # (T, out), a view of (out, T)
-            return y
-        return w_t.matmul(x, out)
-    t = x.shape[0]
-    if isinstance(w, F32Tiles):
-        if TILED_ROWS <= t < TILED_MAX:
-            return w.matmul(x)
-        w = None
-    if w is not None and t >= WIDE_ROWS:
-        y = (w @ x.T).T                                       # (T, out), a view of (out, T)
-    elif t == 1:
-        y = np.empty((1, w_t.shape[1]), dtype=np.float32) if out is None else out
-        np.matmul(x[0], w_t, out=y[0])                        # (1, out)
-    elif t <= FEW_ROWS:
-        n = w_t.shape[1]
-        y = np.empty((t, n), dtype=np.float32) if out is None else out   # (T, out)
-        for j in range(0, n, COL_BLOCK):
-            block = w_t[:, j:j + COL_BLOCK]                   # (in, <= COL_BLOCK), strided
-            for r in range(t):
-                np.matmul(x[r], block, out=y[r, j:j + COL_BLOCK])
-    else:
-        y = np.matmul(x, w_t, out=out)                        # (T, out)
-    return y
+        elif t == 1:
+            y = np.empty((1, w_t.shape[1]), dtype=np.float32) if out is None else out
+            np.matmul(x[0], w_t, out=y[0])                    # (1, out)
+        elif t <= FEW_ROWS:
+            n = w_t.shape[1]
+            y = np.empty((t, n), dtype=np.float32) if out is None else out   # (T, out)
+            for j in range(0, n, COL_BLOCK):
+                block = w_t[:, j:j + COL_BLOCK]               # (in, <= COL_BLOCK), strided
+                for r in range(t):
+                    np.matmul(x[r], block, out=y[r, j:j + COL_BLOCK])
+        else:
+            y = np.matmul(x, w_t, out=out)                    # (T, out)
+        return y
+
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes the copy holds (0: none)."""
+        return 0 if self.copy is None else int(self.copy.nbytes)

@@ -40,13 +40,13 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    attention, attention_observed, geglu, head_rms_norm, linear, rope_inv_freq, rope_mscale,
+    Linear, attention, attention_observed, geglu, head_rms_norm, rope_inv_freq, rope_mscale,
     rope_tables, sliding_window_mask, softcap, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.scratch import Scratch
-from llmnb.model.weights import Weights, available_memory
-from llmnb.model.wide import NARROW, Copy, WideLayer, wide, wide_bytes, wide_size
+from llmnb.model.weights import LayerWeights, Weights, available_memory
+from llmnb.model.wide import wide, wide_size
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -77,6 +77,12 @@ class KeyPositions(Protocol):
         ...
 
 
+def projections(lw: LayerWeights) -> tuple[Linear, Linear, Linear, Linear]:
+    """A layer's four products as ``Linear``s: Q/K/V side by side, the output, gate/up side
+    by side, down."""
+    return Linear(lw.wqkv_t), Linear(lw.wo_t), Linear(lw.w_gate_up_t), Linear(lw.w_down_t)
+
+
 class Transformer:
     """A decoder stack over ``Weights``; ``forward`` returns float32 logits.
 
@@ -90,8 +96,13 @@ class Transformer:
                                       config.rope_scaling, config.rope_factor, config.rope_orig_ctx)
         self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
                                        config.rope_attn_factor)
-        self.wide: list[WideLayer] = []                # tiled / (out, in) copies (``use_wide``) ...
-        self.wide_head: Copy | None = None             # ... and the head's, (vocab, d)
+        # each layer's four projections and the head as ``Linear``s, which also hold the copies
+        # ``use_wide`` makes: kept for weights held in memory, made per pass for streamed ones
+        resident = weights.residency == "resident"
+        self.linears = ([projections(weights.layer(i)) for i in range(config.n_layer)]
+                        if resident else [])
+        self.head = Linear(weights.head_t()) if resident else None
+        self.wide = False                              # the copies of ``use_wide`` are held
         # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
         self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
         # cos and sin of every position up to the largest asked for so far, (P, rope_dim/2)
@@ -107,31 +118,35 @@ class Transformer:
         multiply faster (``llmnb.model.wide``): float32 weights held in memory get their copy
         in 64-output tiles (or, `tiles` False, their (out, in) copy for W @ X.T); quantized
         ones only with `quantized` (a dequantized (out, in) float32 copy of the whole model).
-        Returns the bytes it holds (0: off, weights without a copy, or a copy that would
-        leave less than a quarter of the available memory)."""
+        Each copy goes into its ``Linear``. Returns the bytes held (0: off, weights without a
+        copy, or a copy that would leave less than a quarter of the available memory)."""
         w = self.weights
         if w.residency != "resident" or (w.weights != "f32" and not quantized):
             on = False
-        layers = [w.layer(i) for i in range(self.config.n_layer)] if on and not self.wide else []
-        if layers:
-            mats = [m for lw in layers for m in (lw.wqkv_t, lw.wo_t, lw.w_gate_up_t, lw.w_down_t)]
-            size = sum(wide_size(m) for m in mats) + wide_size(w.head_t())
+        every = [lin for four in self.linears for lin in four]
+        if on and not self.wide:
+            size = sum(wide_size(lin.w_t) for lin in every) + wide_size(w.head_t())
             on = size < 0.75 * available_memory()
         if not on:
-            self.wide, self.wide_head = [], None
+            for lin in every + ([] if self.head is None else [self.head]):
+                lin.copy = None
+            self.wide = False
             return 0
-        if not self.wide:
-            self.wide = [WideLayer(wide(lw.wqkv_t, quantized, tiles),
-                                   wide(lw.wo_t, quantized, tiles),
-                                   wide(lw.w_gate_up_t, quantized, tiles),
-                                   wide(lw.w_down_t, quantized, tiles)) for lw in layers]
-            self.wide_head = wide(w.head_t(), quantized, tiles)
-            first = self.wide[0].wqkv if self.wide else None
+        if not self.wide and self.head is not None:
+            for lin in every + [self.head]:
+                lin.copy = wide(lin.w_t, quantized, tiles)
+            self.wide = True
+            first = every[0].copy if every else None
             if isinstance(first, F32Tiles):
                 # numba loads the tiled kernel now, not inside the first verify batch, whose
                 # time sets the level of the speculative controller's whole cost curve
                 first.matmul(np.zeros((2, first.tiles.shape[1]), dtype=np.float32))
-        return wide_bytes(self.wide, self.wide_head)
+        return self.wide_bytes()
+
+    def wide_bytes(self) -> int:
+        """Bytes the copies of ``use_wide`` and ``use_wide_head`` hold."""
+        held = [lin for four in self.linears for lin in four]
+        return sum(lin.copy_bytes for lin in held + ([] if self.head is None else [self.head]))
 
     def use_wide_head(self) -> int:
         """Keep the head's (vocab, d) copy alone (``use_wide`` keeps it with every layer's):
@@ -141,12 +156,17 @@ class Transformer:
         and without this copy). Float32 weights held in memory only, and only when the copy
         (vocab x d x 4 bytes) takes less than a quarter of the available memory; returns the
         bytes it holds."""
-        w = self.weights
-        if self.wide_head is None and w.residency == "resident" and w.weights == "f32":
-            head = w.head_t()
-            if wide_size(head) < 0.25 * available_memory():
-                self.wide_head = wide(head)
-        return 0 if self.wide_head is None else int(self.wide_head.nbytes)
+        head = self.head
+        if head is None or self.weights.weights != "f32":
+            return 0
+        if head.copy is None and wide_size(head.w_t) < 0.25 * available_memory():
+            head.copy = wide(head.w_t)
+        return head.copy_bytes
+
+    @property
+    def wide_head(self) -> F32 | F32Tiles | None:
+        """The head's copy, if held."""
+        return None if self.head is None else self.head.copy
 
     def hidden(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,
                causal: bool | None = None, key_mask: npt.NDArray[np.bool_] | None = None,
@@ -172,11 +192,11 @@ class Transformer:
             h *= np.float32(c.embd_scale)
         for i in range(c.n_layer if n_layers is None else n_layers):
             lw = self.weights.layer(i)
-            ww = self.wide[i] if self.wide else NARROW
+            qkv_proj, o_proj, gate_up_proj, down_proj = (
+                self.linears[i] if self.linears else projections(lw))
             slides = c.swa_layers[i] if c.swa_layers else False
             x = norm(h, lw.attn_norm, eps, s.take("x", t, d))             # (T, d)
-            qkv = np.ascontiguousarray(linear(x, lw.wqkv_t, ww.wqkv,
-                                              s.take("qkv", t, nq + 2 * nkv)))  # (T, nq + 2 nkv)
+            qkv = np.ascontiguousarray(qkv_proj.matmul(x, s.take("qkv", t, nq + 2 * nkv)))
             if lw.bqkv is not None:
                 qkv += lw.bqkv
             # q and k heads side by side as the projection wrote them, (T, nh + nkv, hd):
@@ -206,15 +226,15 @@ class Transformer:
                 a, p = attention_observed(q, k, v, causal, q_offset, mask, s)
                 assert p is not None
                 observe(i, p)                                            # (nkv, g, T, S)
-            o = linear(a, lw.wo_t, ww.wo, s.take("delta", t, d))           # (T, d)
+            o = o_proj.matmul(a, s.take("delta", t, d))                    # (T, d)
             if lw.post_attn_norm is not None:
                 o = norm(o, lw.post_attn_norm, eps, o)
             h += o                                           # h is this pass's own: added in place
             x = norm(h, lw.ffn_norm, eps, s.take("x", t, d))
-            gu = linear(x, lw.w_gate_up_t, ww.w_gate_up, s.take("gu", t, 2 * c.n_ff))  # (T, 2 ff)
+            gu = gate_up_proj.matmul(x, s.take("gu", t, 2 * c.n_ff))      # (T, 2 ff)
             act = geglu if c.ffn_act == "gelu" else swiglu
             ff = act(gu[:, :c.n_ff], gu[:, c.n_ff:], s.take("ff", t, c.n_ff))          # (T, ff)
-            f = linear(ff, lw.w_down_t, ww.w_down, s.take("delta", t, d))            # (T, d)
+            f = down_proj.matmul(ff, s.take("delta", t, d))               # (T, d)
             if lw.post_ffn_norm is not None:
                 f = norm(f, lw.post_ffn_norm, eps, f)
             h += f
@@ -249,7 +269,8 @@ class Transformer:
     def logits(self, hidden: F32) -> F32:
         """(T, d) hidden states -> (T, vocab) logits through the output head (soft-capped
         when the config asks)."""
-        out = linear(hidden, self.weights.head_t(), self.wide_head)
+        head = self.head if self.head is not None else Linear(self.weights.head_t())
+        out = head.matmul(hidden)
         return softcap(out, self.config.logit_softcap) if self.config.logit_softcap else out
 
     def forward(self, ids: npt.NDArray[np.int64], start: int = 0, cache: KVStore | None = None,

@@ -10,7 +10,7 @@ Two kinds of weights (``llmnb.load(..., weights=...)``):
 - ``f32``: every matrix is dequantized to float32 (the reference and teaching path), in
   one of two residencies:
   - ``resident`` (default): every layer dequantized once, at load, stored transposed,
-    (in, out), the layout BLAS streams fastest for one token (``blocks.linear``).
+    (in, out), the layout BLAS streams fastest for one token (``blocks.Linear``).
   - ``streaming``: the quantized bytes stay in the memory-mapped file and a layer is
     dequantized when the forward pass reaches it. Slow, but only one layer is ever float32.
 

@@ -2,7 +2,7 @@
 64-output tiles (the default) or as W (out, in) for ``W @ X.T``.
 
 Decoding multiplies one row by each weight, and the (in, out) layout the loader keeps is the
-fastest for that (``blocks.linear``). A speculative verify batch multiplies T = 2..64 rows by
+fastest for that (``blocks.Linear``). A speculative verify batch multiplies T = 2..64 rows by
 each weight, and there other layouts win. The default is W in tiles of 64 outputs, input-major
 (``llmnb.kernels.F32Tiles``), multiplied by ``llmnb.kernels.floats``' few-row kernel, which
 streams each weight once for all rows. The other is W stored (out, in) and multiplied as
@@ -25,8 +25,6 @@ measures all three).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
@@ -36,20 +34,6 @@ F32 = npt.NDArray[np.float32]
 
 
 Copy = F32 | F32Tiles      # W itself (out, in), or W in 64-output tiles (``F32Tiles``)
-
-
-@dataclass
-class WideLayer:
-    """One layer's matrices as W itself (no suffix, not W.T): (out, in), or in tiles; None:
-    not held (``NARROW``, the layer without copies)."""
-
-    wqkv: Copy | None       # (n_head*hd + 2*n_kv*hd, d)
-    wo: Copy | None         # (d, n_head*hd)
-    w_gate_up: Copy | None  # (2*ff, d)
-    w_down: Copy | None     # (d, ff)
-
-
-NARROW = WideLayer(None, None, None, None)
 
 
 def wide(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | None:
@@ -75,9 +59,3 @@ def wide_size(w_t: object) -> int:
     if isinstance(w_t, PackedParts):
         return sum(4 * p.n_out * p.n_in for p in w_t.parts)
     return 4 * w_t.n_out * w_t.n_in if isinstance(w_t, PackedMatrix) else 0
-
-
-def wide_bytes(layers: list[WideLayer], head: Copy | None) -> int:
-    """Bytes the wide copies hold."""
-    return (0 if head is None else head.nbytes) + sum(a.nbytes for lw in layers
-                             for a in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down) if a is not None)

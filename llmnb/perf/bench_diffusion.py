@@ -22,7 +22,7 @@ recompute the whole canvas every step (no inter-step cache), on the same thread 
 after the other in this run. ``step_ratio`` = llama.cpp's time / llmnb's (above 1: llmnb faster).
 
 Column ``products_ms`` times the step's matrix products alone, in the same run and process:
-every layer's four projections and the head, through the forward's own ``blocks.linear`` on
+every layer's four projections and the head, through the forward's own ``blocks.Linear``s on
 the same weights and shapes, with nothing between them (no norms, RoPE, attention, SwiGLU or
 sampling). It is the step's floor on this machine's BLAS: ``products_share`` is how much of
 the step they take, and with ``peer`` ``f32_ratio_bound`` = llama.cpp's all-F32 step /
@@ -65,12 +65,11 @@ def step_flops(config: Any, n_tokens: int, n_head_rows: int) -> float:
 def products(m: Any, n_tokens: int, n_head_rows: int) -> Callable[[], None]:
     """A step's matrix products alone: each layer's q/k/v, output, gate/up
     and down projections over `n_tokens` rows, then the head over `n_head_rows`, through
-    ``blocks.linear`` on the model's own weights and copies, as ``Transformer.hidden`` and
-    ``logits`` call it; the inputs are random rows of the right widths."""
+    each weight's ``blocks.Linear`` (its copies included), as ``Transformer.hidden`` and
+    ``logits`` call them; the inputs are random rows of the right widths."""
     import numpy as np
 
-    from llmnb.model.blocks import linear
-    from llmnb.model.wide import NARROW
+    from llmnb.model.transformer import projections
 
     t, c = m.transformer, m.config
     t.use_wide_head()                                      # as ``diffuse`` does
@@ -84,12 +83,11 @@ def products(m: Any, n_tokens: int, n_head_rows: int) -> Callable[[], None]:
 
     def run() -> None:
         for i in range(c.n_layer):
-            lw = t.weights.layer(i)
-            ww = t.wide[i] if t.wide else NARROW
-            linear(x, lw.wqkv_t, ww.wqkv)
-            linear(a, lw.wo_t, ww.wo)
-            linear(x, lw.w_gate_up_t, ww.w_gate_up)
-            linear(f, lw.w_down_t, ww.w_down)
+            qkv, o, gate_up, down = t.linears[i] if t.linears else projections(t.weights.layer(i))
+            qkv.matmul(x)
+            o.matmul(a)
+            gate_up.matmul(x)
+            down.matmul(f)
         t.logits(h)
 
     return run
