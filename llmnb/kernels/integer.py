@@ -171,11 +171,17 @@ class Activations:
 _buffers: dict[tuple[str, int, int, int], Activations] = {}
 
 
+def float_rows(x: F32) -> F32:
+    """x as the compiled quantizers read it: C-contiguous float32 (a copy only if it is not)."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        return np.ascontiguousarray(x, dtype=np.float32)
+    return x
+
+
 def quantize(x: F32, kind: str, group: int = 32) -> Activations:
     """x (T, n) float32 -> its 8-bit blocks as `kind` ('q8_0', 'q8_1' or 'q8_k'), in buffers
     reused by the next call of the same kind and shape (a product uses them at once)."""
-    if x.dtype != np.float32 or not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x, dtype=np.float32)
+    x = float_rows(x)
     rows, n = x.shape
     key = (kind, group, rows, n)
     a = _buffers.get(key)
@@ -551,8 +557,7 @@ def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
     block, two, one = _isas(isa)
     legacy = w.ggml_type in LEGACY
     if xa is None:                          # quantized inside the same compiled call
-        if x.dtype != np.float32 or not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x, dtype=np.float32)
+        x = float_rows(x)
         if legacy:
             legacy_product(block, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, x, target,
                            w.n_in)

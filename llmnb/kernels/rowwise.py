@@ -39,9 +39,9 @@ def rms_norm_rows(x, weight, eps, out):  # type: ignore[no-untyped-def]
     """x (T, n) float32, weight (n,), eps float32 -> out (T, n) (may be x itself)."""
     rows, n = x.shape
     partial = np.zeros(PARTIAL, np.float64)
+    full = n - n % PARTIAL                       # the inputs the partial sums take
     for r in range(rows):
         partial[:] = 0.0
-        full = n - n % PARTIAL
         for i in range(0, full, PARTIAL):
             for j in range(PARTIAL):
                 v = x[r, i + j]

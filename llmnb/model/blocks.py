@@ -172,6 +172,8 @@ def heads_in_place(a: F32) -> F32:
     vectorizes only over contiguous rows: a view when every head's rows are contiguous (the KV
     cache's slice of its first S positions: the view runs on to the cache's capacity, and the
     kernel reads only the first S rows it is told of), else a copy."""
+    if a.flags.c_contiguous:
+        return a
     n, s, hd = a.shape
     step, row, item = a.strides
     if item == a.itemsize and row == hd * item and n > 1 and step % row == 0 and step // row >= s:

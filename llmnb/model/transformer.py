@@ -123,17 +123,16 @@ class Transformer:
         w = self.weights
         if w.residency != "resident" or (w.weights != "f32" and not quantized):
             on = False
-        every = [lin for four in self.linears for lin in four]
+        every = self.held_linears()
         if on and not self.wide:
-            size = sum(wide_size(lin.w_t) for lin in every) + wide_size(w.head_t())
-            on = size < 0.75 * available_memory()
+            on = sum(wide_size(lin.w_t) for lin in every) < 0.75 * available_memory()
         if not on:
-            for lin in every + ([] if self.head is None else [self.head]):
+            for lin in every:
                 lin.copy = None
             self.wide = False
             return 0
-        if not self.wide and self.head is not None:
-            for lin in every + [self.head]:
+        if not self.wide:
+            for lin in every:
                 lin.copy = wide(lin.w_t, quantized, tiles)
             self.wide = True
             first = every[0].copy if every else None
@@ -143,10 +142,15 @@ class Transformer:
                 first.matmul(np.zeros((2, first.tiles.shape[1]), dtype=np.float32))
         return self.wide_bytes()
 
+    def held_linears(self) -> list[Linear]:
+        """Every ``Linear`` this Transformer keeps, the layers' then the head's (none for
+        streamed weights)."""
+        return [lin for four in self.linears for lin in four] + (
+            [] if self.head is None else [self.head])
+
     def wide_bytes(self) -> int:
         """Bytes the copies of ``use_wide`` and ``use_wide_head`` hold."""
-        held = [lin for four in self.linears for lin in four]
-        return sum(lin.copy_bytes for lin in held + ([] if self.head is None else [self.head]))
+        return sum(lin.copy_bytes for lin in self.held_linears())
 
     def use_wide_head(self) -> int:
         """Keep the head's (vocab, d) copy alone (``use_wide`` keeps it with every layer's):
