@@ -404,3 +404,34 @@ def test_a_verify_row_is_the_same_bits_as_that_token_decoded_alone_on_the_defaul
     np.testing.assert_array_equal(logits[0], alone[0])
     for j, row in enumerate(tree.rows[0]):
         np.testing.assert_array_equal(logits[row], alone[j + 1])
+
+
+class UpdateOnly(KVCache):
+    """A KV cache whose every pass goes through ``update`` (no compiled in-place step)."""
+
+    def in_place(self, layer: int, t: int) -> None:  # type: ignore[override]
+        return None
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "qwen2.5-coder-0.5b"])
+def test_the_in_place_attention_step_gives_the_bits_of_rotating_caching_and_attending_apart(
+        name: str) -> None:
+    """``kernels.attention.cached_attention`` (RoPE, the cache write and the attention in one
+    call) against the same pass through ``KVCache.update`` and ``exact_attention``: a prompt,
+    a decode step and a tree-masked verify batch, logits and cached keys equal bit for bit."""
+    m = llmnb.load(hub_model(name))
+    t = m.transformer
+    ids = m.prompt_ids("Explain how a refrigerator works.", chat=True)
+    mask = np.ones((4, len(ids) + 5), dtype=bool)
+    mask[2, -3] = mask[3, -2] = False                  # rows 2 and 3 on another branch
+    got = []
+    for cache in (KVCache(m.config, len(ids) + 8), UpdateOnly(m.config, len(ids) + 8)):
+        first = t.forward(np.array(ids), cache=cache)
+        cache.commit()
+        step = t.forward(np.array([11]), start=cache.length, cache=cache)
+        cache.commit()
+        tree = t.forward(np.array([12, 13, 14, 15]), start=cache.length, cache=cache,
+                         key_mask=mask)
+        got.append((first, step, tree, cache.k.copy(), cache.v.copy()))
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

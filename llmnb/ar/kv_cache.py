@@ -61,6 +61,18 @@ class KVCache:
         self._pending = t
         return self.k[layer, :, :end], self.v[layer, :, :end]
 
+    def in_place(self, layer: int, t: int) -> tuple[F32, F32, int] | None:
+        """``update`` for a compiled step that writes its own rows
+        (``kernels.attention.cached_attention``): the layer's whole key and value arrays
+        (n_kv, capacity, hd) and the position its T new rows go to; the step attends over the
+        keys before that and its own."""
+        end = self.length + t
+        if end > self.capacity:
+            raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity "
+                                  f"of {self.capacity}")
+        self._pending = t
+        return self.k[layer], self.v[layer], self.length
+
     def commit(self) -> None:
         """The forward pass finished: the positions it wrote are now part of the context."""
         self.length += self._pending

@@ -162,6 +162,11 @@ class EvictingKVCache(KVCache):
         self._pending = t
         return self.k[layer, :, :end], self.v[layer, :, :end]
 
+    def in_place(self, layer: int, t: int) -> tuple[F32, F32, int] | None:
+        """None: the held keys are not positions 0..length-1, so every pass goes through
+        ``update``."""
+        return None
+
     def observe_attention(self, layer: int, probs: F32) -> None:
         """Record layer `layer`'s attention weights (n_kv, group, T, S) for the scores."""
         if self.policy == "streaming":

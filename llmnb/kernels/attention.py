@@ -68,6 +68,44 @@ def exp_nonpositive(x, out, bits):  # type: ignore[no-untyped-def]
         out[j] *= scale[j]
 
 
+@njit(cache=True)
+def attend_row(row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # type: ignore[no-untyped-def]
+    """One query row (hd,) of head h against key/value head g: the keys j < allowed.shape[1]
+    that allowed[t, j] names, or with `allowed` None the keys 0..limit (a causal row over a
+    cache), each scored in one fixed order; the result into out[t, col:col + hd], the weights
+    into probs[h, t] unless it is None."""
+    hd = row.shape[0]
+    s_keys = allowed.shape[1] if allowed is not None else limit + 1
+    scores = np.empty(s_keys, np.float32)
+    weights = np.empty(s_keys, np.float32)
+    bits = np.empty(s_keys, np.int32)
+    top = np.float32(-np.inf)
+    for j in range(s_keys):
+        seen = allowed[t, j] if allowed is not None else True
+        sj = dot(row, k[g, j]) * scale if seen else np.float32(-np.inf)
+        scores[j] = sj
+        if sj > top:
+            top = sj
+    for j in range(s_keys):
+        scores[j] -= top
+    exp_nonpositive(scores, weights, bits)
+    total = np.float32(0)
+    acc = np.zeros(hd, np.float32)
+    for j in range(s_keys):
+        if allowed[t, j] if allowed is not None else True:
+            e = weights[j]
+            total += e
+            vj = v[g, j]
+            for i in range(hd):
+                acc[i] += e * vj[i]
+    for i in range(hd):
+        out[t, col + i] = acc[i] / total
+    if probs is not None:
+        for j in range(s_keys):
+            seen = allowed[t, j] if allowed is not None else True
+            probs[h, t, j] = weights[j] / total if seen else np.float32(0)
+
+
 @njit(parallel=True, cache=True)
 def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
     """q (nh, T, hd), k and v (nkv, >= S, hd), all contiguous, allowed (T, S) bool -> out
@@ -77,36 +115,43 @@ def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-unt
     A key a row may not see is skipped, not computed and masked: a verify row pays only for
     the keys its own decode step would see."""
     nh, t_rows, hd = q.shape
-    s_keys = allowed.shape[1]                    # k and v may run on past the S keys (a cache)
     group = nh // k.shape[0]
     for ht in prange(nh * t_rows):
         h = ht // t_rows
         t = ht % t_rows
-        g = h // group
-        row = q[h, t]
-        scores = np.empty(s_keys, np.float32)
-        weights = np.empty(s_keys, np.float32)
-        bits = np.empty(s_keys, np.int32)
-        top = np.float32(-np.inf)
-        for j in range(s_keys):
-            sj = dot(row, k[g, j]) * scale if allowed[t, j] else np.float32(-np.inf)
-            scores[j] = sj
-            if sj > top:
-                top = sj
-        for j in range(s_keys):
-            scores[j] -= top
-        exp_nonpositive(scores, weights, bits)
-        total = np.float32(0)
-        acc = np.zeros(hd, np.float32)
-        for j in range(s_keys):
-            if allowed[t, j]:
-                e = weights[j]
-                total += e
-                vj = v[g, j]
-                for i in range(hd):
-                    acc[i] += e * vj[i]
-        for i in range(hd):
-            out[t, h * hd + i] = acc[i] / total
-        if probs is not None:
-            for j in range(s_keys):
-                probs[h, t, j] = weights[j] / total if allowed[t, j] else np.float32(0)
+        attend_row(q[h, t], k, v, h // group, t, allowed, 0, scale, out, h * hd, probs, h)
+
+
+@njit(parallel=True, cache=True)
+def cached_attention(qkv, n_head, cos, sin, keys, values, length, allowed, scale, out):  # type: ignore[no-untyped-def]
+    """A causal step's attention over a KV cache it writes itself, in one call: qkv (T, (nh
+    + 2 nkv) hd) as the projection wrote it; its q and k heads rotated in place as
+    ``rowwise.rope_rows`` rotates them (cos, sin (T, r/2)); its k and v rows written into
+    keys and values (nkv, capacity, hd) at positions length..length+T-1; then each (row, head)
+    as ``exact_attention`` computes it, over keys 0..length+t, or those allowed (T, length+T)
+    names -> out (T, nh * hd). The same bits as rotating, caching and ``exact_attention``
+    done apart."""
+    t_rows = qkv.shape[0]
+    n_kv, _, hd = keys.shape
+    nq, nk = n_head * hd, n_kv * hd
+    half = cos.shape[1]
+    for t in range(t_rows):
+        for head in range(n_head + n_kv):
+            base = head * hd
+            for i in range(half):
+                a = qkv[t, base + i]
+                b = qkv[t, base + half + i]
+                c = cos[t, i]
+                s = sin[t, i]
+                qkv[t, base + i] = a * c - b * s
+                qkv[t, base + half + i] = b * c + a * s
+        for g in range(n_kv):
+            for i in range(hd):
+                keys[g, length + t, i] = qkv[t, nq + g * hd + i]
+                values[g, length + t, i] = qkv[t, nq + nk + g * hd + i]
+    group = n_head // n_kv
+    for ht in prange(n_head * t_rows):
+        h = ht // t_rows
+        t = ht % t_rows
+        attend_row(qkv[t, h * hd:(h + 1) * hd], keys, values, h // group, t, allowed, length + t,
+                   scale, out, h * hd, None, h)

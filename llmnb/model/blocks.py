@@ -150,11 +150,7 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     if t <= EXACT_ROWS and (causal or per_row):
         from llmnb.kernels.attention import exact_attention       # numba loads on first use
 
-        allowed = np.ones((t, k.shape[1]), dtype=np.bool_)            # (T, S)
-        if causal and not (t == 1 and q_offset == k.shape[1] - 1):
-            allowed &= np.arange(k.shape[1])[None, :] <= (q_offset + np.arange(t))[:, None]
-        if key_mask is not None:
-            allowed &= key_mask if key_mask.ndim == 2 else key_mask[None, :]
+        allowed = step_mask(causal, q_offset, t, k.shape[1], key_mask)   # (T, S)
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
         probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
@@ -165,6 +161,18 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     # (n_kv, g, T, S); in the scratch unless the caller keeps the weights (then their own)
     p = attention_weights(q, k, causal, q_offset, key_mask, None if weights else scratch)
     return attend(p, v, scratch), p if weights else None
+
+
+def step_mask(causal: bool, q_offset: int, t: int, s: int,
+              key_mask: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_]:
+    """(T, S): True where query t (at position q_offset + t) may see key j: j <= q_offset + t
+    when `causal`, and where `key_mask` ((S,) or (T, S)) allows."""
+    allowed = np.ones((t, s), dtype=np.bool_)
+    if causal and not (t == 1 and q_offset == s - 1):          # one newest query sees every key
+        allowed &= np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]
+    if key_mask is not None:
+        allowed &= key_mask if key_mask.ndim == 2 else key_mask[None, :]
+    return allowed
 
 
 def heads_in_place(a: F32) -> F32:

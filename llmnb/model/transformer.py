@@ -28,7 +28,10 @@ keys plus the new keys 0..t. For an append-only cache that is the usual mask (S 
 for a cache that evicted positions (``llmnb.ar.kv_eviction``) S - T < start, and the keys'
 RoPE rotations, applied before caching, still carry their original positions. A store that
 also implements ``observe_attention`` (``AttentionObserver``) is handed each layer's softmax
-weights as they are computed, for free; other stores cost nothing extra.
+weights as they are computed, for free; other stores cost nothing extra. A store with
+``in_place(layer, T)`` (``InPlace``: the append-only ``KVCache``) hands over its arrays
+instead, and a pass of a few rows rotates, caches and attends in one compiled call
+(``llmnb.kernels.attention.cached_attention``), the bits of the steps done apart.
 """
 from __future__ import annotations
 
@@ -40,8 +43,8 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    Linear, attention, attention_observed, geglu, head_rms_norm, rope_inv_freq, rope_mscale,
-    rope_tables, sliding_window_mask, softcap, swiglu,
+    EXACT_ROWS, Linear, attention, attention_observed, geglu, head_rms_norm, rope_inv_freq,
+    rope_mscale, rope_tables, sliding_window_mask, softcap, step_mask, swiglu,
 )
 from llmnb.model.config import ModelConfig
 from llmnb.scratch import Scratch
@@ -65,6 +68,16 @@ class AttentionObserver(Protocol):
     def observe_attention(self, layer: int, probs: F32) -> None:
         """Receive a layer's attention weights (n_kv, group, T, S) for the keys `update`
         returned."""
+        ...
+
+
+class InPlace(Protocol):
+    """A ``KVStore`` whose keys sit at positions 0..S-1 in arrays it can hand over (found by
+    the method's name, as above)."""
+
+    def in_place(self, layer: int, t: int) -> tuple[F32, F32, int] | None:
+        """``update`` for a step that writes its T rows itself: the layer's key and value arrays
+        (n_kv, capacity, hd) and the position the rows go to; None: use ``update``."""
         ...
 
 
@@ -188,8 +201,18 @@ class Transformer:
         cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         s, d = self.scratch, c.n_embd
-        from llmnb.kernels.rowwise import rms_norm as norm, rope_rows   # numba on first use
+        from llmnb.kernels.attention import cached_attention           # numba on first use
+        from llmnb.kernels.rowwise import rms_norm as norm, rope_rows
 
+        # a KV cache that lets a compiled call write its rows (``KVCache.in_place``), on a pass
+        # the exact attention takes (a few causal or tree-masked rows): each layer's RoPE, cache
+        # write and attention in that one call, the same bits as done apart below
+        cache_rows: Callable[[int, int], tuple[F32, F32, int] | None] | None = getattr(
+            cache, "in_place", None)
+        if (observe is not None or self.q_scale != 1.0 or t > EXACT_ROWS
+                or not (causal or (key_mask is not None and key_mask.ndim == 2))):
+            cache_rows = None
+        allowed: npt.NDArray[np.bool_] | None = None       # the pass's (T, S) mask, if it has one
         eps = c.rms_eps
         h = self.weights.embed(ids)                                        # (T, d), this pass's own
         if c.embd_scale != 1.0:
@@ -211,25 +234,35 @@ class Transformer:
                                                  c.rms_eps).transpose(1, 0, 2)
                 qk[:, c.n_head:] = head_rms_norm(qk[:, c.n_head:].transpose(1, 0, 2), lw.k_norm,
                                                  c.rms_eps).transpose(1, 0, 2)
-            rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
-            q = qk[:, :c.n_head].transpose(1, 0, 2)                             # (nh, T, hd)
-            k = qk[:, c.n_head:].transpose(1, 0, 2)                             # (nkv, T, hd)
-            if self.q_scale != 1.0:
-                q = q * np.float32(self.q_scale)
-            v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
-            q_offset = start
-            if cache is not None:
-                k, v = cache.update(i, k, np.ascontiguousarray(v))        # (nkv, S, hd)
-                q_offset = k.shape[1] - t                                 # cached keys are all past
-            mask = key_mask
-            if slides:
-                mask = self._window_mask(i, positions, k.shape[1], cache, key_mask)
-            if observe is None:
-                a = attention(q, k, v, causal, q_offset, mask, s)          # (T, nq)
-            else:                                            # weights of its own, to be kept
-                a, p = attention_observed(q, k, v, causal, q_offset, mask, s)
-                assert p is not None
-                observe(i, p)                                            # (nkv, g, T, S)
+            in_place = (cache_rows(i, t) if cache_rows is not None and not slides
+                        and lw.q_norm is None else None)
+            if in_place is not None:       # rotate, cache and attend in one compiled call
+                keys, values, length = in_place
+                if allowed is None and (not causal or key_mask is not None):
+                    allowed = step_mask(causal, length, t, length + t, key_mask)
+                a = s.take("attn", t, nq)
+                cached_attention(qkv, c.n_head, cos, sin, keys, values, length, allowed,
+                                 np.float32(1.0 / np.sqrt(c.head_dim)), a)
+            else:
+                rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
+                q = qk[:, :c.n_head].transpose(1, 0, 2)                         # (nh, T, hd)
+                k = qk[:, c.n_head:].transpose(1, 0, 2)                         # (nkv, T, hd)
+                if self.q_scale != 1.0:
+                    q = q * np.float32(self.q_scale)
+                v = qkv[:, nq + nkv:].reshape(t, c.n_head_kv, c.head_dim).transpose(1, 0, 2)
+                q_offset = start
+                if cache is not None:
+                    k, v = cache.update(i, k, np.ascontiguousarray(v))    # (nkv, S, hd)
+                    q_offset = k.shape[1] - t                       # cached keys are all past
+                mask = key_mask
+                if slides:
+                    mask = self._window_mask(i, positions, k.shape[1], cache, key_mask)
+                if observe is None:
+                    a = attention(q, k, v, causal, q_offset, mask, s)      # (T, nq)
+                else:                                        # weights of its own, to be kept
+                    a, p = attention_observed(q, k, v, causal, q_offset, mask, s)
+                    assert p is not None
+                    observe(i, p)                                        # (nkv, g, T, S)
             o = o_proj.matmul(a, s.take("delta", t, d))                    # (T, d)
             if lw.post_attn_norm is not None:
                 o = norm(o, lw.post_attn_norm, eps, o)
