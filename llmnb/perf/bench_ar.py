@@ -106,7 +106,8 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
             roofline = bw / row["weight_bytes"]
             row |= {"model": model, "read_GB_s": bw / 1e9, "roofline_tok_s": roofline,
                     "decode_vs_roofline": row["decode_tok_s"] / roofline,
-                    "rss_above_baseline_vs_file": (row["rss_bytes"] - row["baseline_rss_bytes"]) / file_bytes}
+                    "rss_above_baseline_vs_file":
+                        (row["rss_bytes"] - row["baseline_rss_bytes"]) / file_bytes}
             rows.append(row)
     for row in rows:
         f32 = [r for r in rows if r["threads"] == row["threads"] and r["weights"] == "f32"]

@@ -131,7 +131,7 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
     """Rows {type, bytes_per_weight, file_bytes_per_weight, MB read, kernel_ms, GB_s,
     numpy_f32_ms, vs_numpy_f32} for one decode step's products, then the cost curve."""
     from llmnb.kernels import pack
-    from llmnb.kernels.product import dense_matmul, quantized_matmul
+    from llmnb.kernels.product import quantized_matmul
 
     rng = np.random.default_rng(0)
     x = {k: rng.standard_normal((1, k)).astype(np.float32) for k in {i for _, i in LAYER_SHAPES}}
@@ -145,7 +145,8 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
     for t in KERNEL_TYPES:
         block = GGML_BLOCK_SIZES[t][0]          # k-quants need rows of 256: 576 becomes 768
         shapes = [(o, -(-i // block) * block) for o, i in LAYER_SHAPES]
-        mats = [pack(random_matrix(t, o, i, rng), t, o, i) for _ in range(layers) for o, i in shapes]
+        mats = [pack(random_matrix(t, o, i, rng), t, o, i)
+                for _ in range(layers) for o, i in shapes]
         xs = {i: rng.standard_normal((1, i)).astype(np.float32) for _, i in shapes}
         nbytes = sum(m.nbytes for m in mats)
         weights = sum(o * i for o, i in shapes) * layers
@@ -179,7 +180,6 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
                      "integer_ms": times[2] * 1e3, "integer_GB_s": int_bytes / times[2] / 1e9,
                      "integer_vs_float": ours / times[2]}
         rows.append(row_)
-        del mats
     return rows + cost_curve(repeats, layers=min(layers, 4))
 
 
@@ -217,8 +217,9 @@ def compile_time() -> list[dict[str, object]]:
     code = "from llmnb.perf.bench_quant import first_calls; print(first_calls())"
     with tempfile.TemporaryDirectory() as cache:
         env = os.environ | {"NUMBA_CACHE_DIR": cache}
-        cold, cached = (float(subprocess.run([sys.executable, "-P", "-c", code], env=env, check=True,
-                                             capture_output=True, text=True).stdout.split()[-1])
+        cold, cached = (float(subprocess.run([sys.executable, "-P", "-c", code], env=env,
+                                             check=True, capture_output=True,
+                                             text=True).stdout.split()[-1])
                         for _ in range(2))
     return [{"kernels": "numba compile (all kernels)", "cold_s": cold, "cached_s": cached}]
 
