@@ -25,6 +25,9 @@ import numpy as np
 from numba import njit, prange
 
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
+from llmnb.kernels import simd
+from llmnb.kernels.isa import integer_isa
+from llmnb.kernels.simd import fadd, fmul, fsplat_rows, fzero, lanes, load_floats, store_rows
 
 
 @njit(fastmath={"reassoc"}, cache=True)
@@ -69,11 +72,11 @@ def exp_nonpositive(x, out, bits):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def attend_row(row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # type: ignore[no-untyped-def]
+def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # type: ignore[no-untyped-def]
     """One query row (hd,) of head h against key/value head g: the keys j < allowed.shape[1]
     that allowed[t, j] names, or with `allowed` None the keys 0..limit (a causal row over a
     cache), each scored in one fixed order; the result into out[t, col:col + hd], the weights
-    into probs[h, t] unless it is None."""
+    into probs[h, t] unless it is None. `isa`: the vectors of the weighted sum of values."""
     hd = row.shape[0]
     s_keys = allowed.shape[1] if allowed is not None else limit + 1
     scores = np.empty(s_keys, np.float32)
@@ -90,16 +93,38 @@ def attend_row(row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # t
         scores[j] -= top
     exp_nonpositive(scores, weights, bits)
     total = np.float32(0)
-    acc = np.zeros(hd, np.float32)
     for j in range(s_keys):
         if allowed[t, j] if allowed is not None else True:
+            total += weights[j]
+    # sum_j e_j v_j, each element in key order (a multiply, then an add, as the scalar loop
+    # does): four registers of outputs held across all the keys, not read and written per key
+    acc = np.zeros((1, hd), np.float32)
+    n = lanes(isa)
+    full = hd - hd % (4 * n)
+    for c in range(0, full, 4 * n):
+        a0 = fzero(isa)
+        a1 = fzero(isa)
+        a2 = fzero(isa)
+        a3 = fzero(isa)
+        for j in range(s_keys):
+            if allowed[t, j] if allowed is not None else True:
+                e = fsplat_rows(isa, weights, j, 0)
+                vj = v[g, j]
+                a0 = fadd(a0, fmul(e, load_floats(isa, vj, c)))
+                a1 = fadd(a1, fmul(e, load_floats(isa, vj, c + n)))
+                a2 = fadd(a2, fmul(e, load_floats(isa, vj, c + 2 * n)))
+                a3 = fadd(a3, fmul(e, load_floats(isa, vj, c + 3 * n)))
+        store_rows(isa, acc, 0, c, a0)
+        store_rows(isa, acc, 0, c + n, a1)
+        store_rows(isa, acc, 0, c + 2 * n, a2)
+        store_rows(isa, acc, 0, c + 3 * n, a3)
+    for j in range(s_keys):                    # the outputs past the last four registers
+        if allowed[t, j] if allowed is not None else True:
             e = weights[j]
-            total += e
-            vj = v[g, j]
-            for i in range(hd):
-                acc[i] += e * vj[i]
+            for i in range(full, hd):
+                acc[0, i] += e * v[g, j, i]
     for i in range(hd):
-        out[t, col + i] = acc[i] / total
+        out[t, col + i] = acc[0, i] / total
     if probs is not None:
         for j in range(s_keys):
             seen = allowed[t, j] if allowed is not None else True
@@ -107,7 +132,7 @@ def attend_row(row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # t
 
 
 @njit(parallel=True, cache=True)
-def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
+def exact_attention(isa, q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
     """q (nh, T, hd), k and v (nkv, >= S, hd), all contiguous, allowed (T, S) bool -> out
     (T, nh * hd); `scale` multiplies the scores (1/sqrt(hd), float32); the weights into probs
     (nh, T, S) unless it is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
@@ -119,11 +144,12 @@ def exact_attention(q, k, v, allowed, scale, out, probs):  # type: ignore[no-unt
     for ht in prange(nh * t_rows):
         h = ht // t_rows
         t = ht % t_rows
-        attend_row(q[h, t], k, v, h // group, t, allowed, 0, scale, out, h * hd, probs, h)
+        attend_row(isa, q[h, t], k, v, h // group, t, allowed, 0, scale, out, h * hd, probs, h)
 
 
 @njit(parallel=True, cache=True)
-def cached_attention(qkv, n_head, cos, sin, keys, values, length, allowed, scale, out):  # type: ignore[no-untyped-def]
+def cached_attention(isa, qkv, n_head, cos, sin, keys, values, length, allowed, scale,  # type: ignore[no-untyped-def]
+                     out):
     """A causal step's attention over a KV cache it writes itself, in one call: qkv (T, (nh
     + 2 nkv) hd) as the projection wrote it; its q and k heads rotated in place as
     ``rowwise.rope_rows`` rotates them (cos, sin (T, r/2)); its k and v rows written into
@@ -153,5 +179,16 @@ def cached_attention(qkv, n_head, cos, sin, keys, values, length, allowed, scale
     for ht in prange(n_head * t_rows):
         h = ht // t_rows
         t = ht % t_rows
-        attend_row(qkv[t, h * hd:(h + 1) * hd], keys, values, h // group, t, allowed, length + t,
-                   scale, out, h * hd, None, h)
+        attend_row(isa, qkv[t, h * hd:(h + 1) * hd], keys, values, h // group, t, allowed,
+                   length + t, scale, out, h * hd, None, h)
+
+
+_ISA: list[simd.Isa] = []
+
+
+def vectors() -> simd.Isa:
+    """The float vectors of this CPU, the kernels' first argument: the integer kernels' build
+    (``simd``: AVX-512's 16 lanes, else 8). Each lane's arithmetic is the same at any width."""
+    if not _ISA:
+        _ISA.append(simd.Isa(integer_isa() or "avx2"))
+    return _ISA[0]

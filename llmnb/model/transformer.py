@@ -201,7 +201,7 @@ class Transformer:
         cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         s, d = self.scratch, c.n_embd
-        from llmnb.kernels.attention import cached_attention           # numba on first use
+        from llmnb.kernels.attention import cached_attention, vectors  # numba on first use
         from llmnb.kernels.rowwise import rms_norm as norm, rope_rows
 
         # a KV cache that lets a compiled call write its rows (``KVCache.in_place``), on a pass
@@ -241,7 +241,7 @@ class Transformer:
                 if allowed is None and (not causal or key_mask is not None):
                     allowed = step_mask(causal, length, t, length + t, key_mask)
                 a = s.take("attn", t, nq)
-                cached_attention(qkv, c.n_head, cos, sin, keys, values, length, allowed,
+                cached_attention(vectors(), qkv, c.n_head, cos, sin, keys, values, length, allowed,
                                  np.float32(1.0 / np.sqrt(c.head_dim)), a)
             else:
                 rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
