@@ -37,8 +37,17 @@ def test_half_round_is_numpys_float16_rounding() -> None:
                         [0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e6, 2.0 ** -24, 2.0 ** -25,
                          3 * 2.0 ** -26, 6.1e-5, np.inf, -np.inf]]).astype(np.float32)
     got = np.array([I.half_round(x) for x in v], dtype=np.float32)
+    on_bits = v.copy()
+    I.half_round_all(on_bits)                  # the quantizer's way: on the float's bits
+    # ties at every exponent: a half's spacing there, times 0.5 and 1.5, on both sides of 1
+    e = 2.0 ** np.arange(-14, 15)
+    ties = np.concatenate([e * (1 + 2.0 ** -11), e * (1 + 3 * 2.0 ** -11)]).astype(np.float32)
+    tied = ties.copy()
+    I.half_round_all(tied)
     with np.errstate(over="ignore"):                             # 1e6 and 65520 become inf
         np.testing.assert_array_equal(got, v.astype(np.float16).astype(np.float32))
+        np.testing.assert_array_equal(on_bits, v.astype(np.float16).astype(np.float32))
+        np.testing.assert_array_equal(tied, ties.astype(np.float16).astype(np.float32))
 
 
 def q8_0_reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -90,6 +90,50 @@ def half_round(v):  # type: ignore[no-untyped-def]
     return np.float32(r if v >= 0 else -r)
 
 
+# 1.5 * 2^23: a float32 of magnitude below 2^22 plus this, minus it, is that float rounded to
+# the nearest integer, ties to even (the sum's spacing is 1): rint without a library call
+ROUNDER = np.float32(12582912.0)
+HALF_MAX_ROUNDED = 0x477FF000     # 65520.0f: from here a float rounds past the largest half
+HALF_NORMAL = 0x38800000          # 2^-14: the smallest normal half
+
+
+@njit(cache=True)
+def half_round_all(v):  # type: ignore[no-untyped-def]
+    """``half_round`` of every value of v (float32, 1-D), in place: for a normal half, the
+    float's 23 fraction bits rounded to 10 (ties to even) on its bits, with no library call;
+    a half's subnormals through ``half_round``."""
+    bits = v.view(np.int32)
+    for i in range(v.shape[0]):
+        b = bits[i]
+        sign = b & -2147483648
+        mag = b & 0x7FFFFFFF
+        if mag >= 0x7F800000:                              # inf and nan stay
+            continue
+        if mag >= HALF_MAX_ROUNDED:
+            bits[i] = sign | 0x7F800000
+        elif mag >= HALF_NORMAL:
+            bits[i] = sign | ((mag + 0xFFF + ((mag >> 13) & 1)) & ~0x1FFF)
+        else:
+            v[i] = half_round(v[i])
+
+
+@njit(inline="always")
+def largest(x, r, start, count):  # type: ignore[no-untyped-def]
+    """max |x[r, start : start + count]| (count a multiple of 8, at least 0) in eight chains,
+    not one: a maximum is the same in any order, and the chains run side by side."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(0)
+    for j in range(start, start + count, 8):
+        m0 = max(m0, abs(x[r, j]))
+        m1 = max(m1, abs(x[r, j + 1]))
+        m2 = max(m2, abs(x[r, j + 2]))
+        m3 = max(m3, abs(x[r, j + 3]))
+        m4 = max(m4, abs(x[r, j + 4]))
+        m5 = max(m5, abs(x[r, j + 5]))
+        m6 = max(m6, abs(x[r, j + 6]))
+        m7 = max(m7, abs(x[r, j + 7]))
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
 @njit(cache=True)
 def quantize_q8_0(x, q, d, sums, s):  # type: ignore[no-untyped-def]
     """x (T, n) float32 -> per block of 32: q (T*n,) int8, d (T*n/32,) the scale as fp16
@@ -101,20 +145,22 @@ def quantize_q8_0(x, q, d, sums, s):  # type: ignore[no-untyped-def]
     nb = n // 32
     for r in range(rows):
         for b in range(nb):
-            amax = np.float32(0)
-            for j in range(32):
-                amax = max(amax, abs(x[r, b * 32 + j]))
+            amax = largest(x, r, b * 32, 32)
             dd = amax / np.float32(127)
             inv = np.float32(127) / amax if amax != 0 else np.float32(0)
-            total = 0
+            total = np.int32(0)
+            xb = x[r, b * 32:(b + 1) * 32]
+            qb = q[(r * nb + b) * 32:(r * nb + b + 1) * 32]
             for j in range(32):
-                v = int(np.rint(x[r, b * 32 + j] * inv))
-                q[(r * nb + b) * 32 + j] = v
+                v = np.int32((xb[j] * inv + ROUNDER) - ROUNDER)
+                qb[j] = v
                 total += v
             k = r * nb + b
-            d[k] = half_round(dd)
+            d[k] = dd
             sums[k] = total
-            s[k] = half_round(dd * np.float32(total))
+            s[k] = dd * np.float32(total)
+    half_round_all(d[:rows * nb])
+    half_round_all(s[:rows * nb])
 
 
 @njit(cache=True)
@@ -130,13 +176,12 @@ def quantize_q8_k(x, q, d, sums, group):  # type: ignore[no-untyped-def]
     for r in range(rows):
         for b in range(nb):
             base = r * n + b * 256
-            amax = np.float32(0)
+            amax = largest(x, r, b * 256, 256)
             mx = np.float32(0)
-            for j in range(256):
-                v = x[r, b * 256 + j]
-                if abs(v) > amax:
-                    amax = abs(v)
-                    mx = v
+            for j in range(256):                       # the first value of that magnitude
+                if abs(x[r, b * 256 + j]) == amax:
+                    mx = x[r, b * 256 + j]
+                    break
             k = r * nb + b
             if amax == 0:
                 d[k] = 0
@@ -147,10 +192,12 @@ def quantize_q8_k(x, q, d, sums, group):  # type: ignore[no-untyped-def]
                 continue
             iscale = np.float32(-127) / mx
             for g in range(per):
-                total = 0
-                for j in range(g * group, (g + 1) * group):
-                    v = min(127, int(np.rint(iscale * x[r, b * 256 + j])))
-                    q[base + j] = v
+                total = np.int32(0)
+                xg = x[r, b * 256 + g * group:b * 256 + (g + 1) * group]
+                qg = q[base + g * group:base + (g + 1) * group]
+                for j in range(group):
+                    v = min(np.int32(127), np.int32((iscale * xg[j] + ROUNDER) - ROUNDER))
+                    qg[j] = v
                     total += v
                 sums[k * per + g] = total
             d[k] = np.float32(1) / iscale
