@@ -33,6 +33,12 @@ k-quants add a second level: 8 sub-blocks of 32 (Q6_K: 16 of 16), each with its 
 integer scale (and Q4_K/Q5_K a minimum), under one float d (and dmin) per 256. The sub-block
 sums are multiplied by their integer scales and added as integers, and the floats meet once
 per 256 inputs: d dx sum_s sc_s isum_s - dmin dx sum_s m_s sum(qx over s).
+
+The file reads in that order: the activations' quantizers, the weights' layout, the kernels
+that read both, the call from Python. It is one module of about 600 lines because the three
+parts are one contract (a block's quants, offsets and scales as ``pack`` lays them out are
+what the kernels and the activations' sums assume); split, one format's definition would
+sit in three files.
 """
 from __future__ import annotations
 

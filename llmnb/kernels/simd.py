@@ -1,5 +1,5 @@
-"""Vector instructions for numba: the few the integer products need, as numba intrinsics
-over LLVM vector types.
+"""Vector instructions for numba: the few the integer products (and the exact attention's
+weighted sum of values) need, as numba intrinsics over LLVM vector types.
 
 numba compiles Python loops to LLVM, which vectorises float arithmetic well but widens
 integer arithmetic to 64 bits, so it never emits the byte dot products a quantized product
@@ -31,6 +31,9 @@ activations never reach the limit, but weights stored as q + 128 (every byte for
 Q8_0's q spans -128..127) can. ``dot4_wide`` is the product for those: with VNNI the plain
 product (its offset, 128 * sum(x), is taken off by the caller: ``wide_offset``), on AVX2 the
 product of q itself by llama.cpp's sign trick (|q| times x with q's sign), offset 0.
+
+The module is long (about 540 lines) because each of its thirty operations is a typing rule
+and a few lines of LLVM IR; they share the vector type and its helpers, and read as one list.
 """
 from __future__ import annotations
 
