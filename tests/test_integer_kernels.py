@@ -175,6 +175,26 @@ def test_parts_of_different_formats_write_their_own_columns() -> None:
     assert (out[:, :10] == 7).all() and (out[:, 146:] == 7).all()
 
 
+def test_gathered_weights_multiply_the_same_from_shared_aligned_buffers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = [random_weight(t, 48, 512, 20 + k)[1] for k, t in enumerate((T.Q4_1, T.Q5_0, T.Q6_K))]
+    parts = I.IntParts((random_weight(T.Q5_K, 32, 512, 30)[1], random_weight(T.Q8_0, 16, 512,
+                                                                              31)[1]))
+    x = np.random.default_rng(32).standard_normal((5, 512)).astype(np.float32)
+    before = [w.matmul(x) for w in (*ws, parts)]
+    held = sum(getattr(m, n).nbytes for m in (*ws, *parts.parts) for n in I.ARRAYS
+               if getattr(m, n) is not None)
+    monkeypatch.setattr(I, "GATHER_BYTES", 20_000)             # several buffers, not one
+    assert I.gather([*ws, parts]) == held
+    for got, want in zip([w.matmul(x) for w in (*ws, parts)], before):
+        np.testing.assert_array_equal(got, want)
+    arrays = [getattr(m, n) for m in (*ws, *parts.parts) for n in I.ARRAYS
+              if getattr(m, n) is not None]
+    assert all(a.ctypes.data % 64 == 0 and a.base is not None for a in arrays)
+    bases = {id(a.base) for a in arrays}
+    assert 1 < len(bases) < len(arrays)                          # shared, in a few buffers
+
+
 def test_an_output_of_16_or_more_columns_not_a_multiple_of_16_is_padded_then_cut() -> None:
     raw, w = random_weight(T.Q8_0, 37, 256, 11)
     x = np.random.default_rng(12).standard_normal((2, 256)).astype(np.float32)

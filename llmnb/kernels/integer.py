@@ -42,6 +42,7 @@ sit in three files.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
@@ -316,6 +317,51 @@ class IntParts:
             matmul(x, p, isa, y[:, c:c + p.n_out])
             c += p.n_out
         return y
+
+
+ARRAYS = ("qs", "d", "m", "sc", "mn", "qh")       # an IntMatrix's arrays, in the order they go
+GATHER_BYTES = 32 << 20                          # buffers of about this size (numpy: >= 4 MB)
+
+
+def gather(weights: list[IntMatrix | IntParts]) -> int:
+    """Move the arrays of `weights` into a few shared buffers, in the order given (a decode
+    step's), each aligned to 64 bytes: about GATHER_BYTES per buffer, which numpy asks Linux
+    to back with 2 MB pages (``madvise``), where a matrix of its own (most are under 4 MB) gets
+    4 KB pages and the stream through them pays a page walk every 4 KB. The arrays' values do
+    not change; at most one buffer's worth is held twice while it fills, and the replaced
+    arrays' pages go back to the system. Returns the bytes gathered."""
+    mats = [m for w in weights for m in (w.parts if isinstance(w, IntParts) else (w,))]
+    arrays = [(m, name) for m in mats for name in ARRAYS if getattr(m, name) is not None]
+    done = 0
+    while done < len(arrays):
+        group: list[tuple[IntMatrix, str]] = []
+        size = 0
+        while done < len(arrays) and (not group or size < GATHER_BYTES):
+            m, name = arrays[done]
+            group.append((m, name))
+            size += -(-getattr(m, name).nbytes // 64) * 64
+            done += 1
+        buffer = np.empty(size + 64, np.uint8)
+        at = -buffer.ctypes.data % 64
+        for m, name in group:
+            a = getattr(m, name)
+            view = buffer[at:at + a.nbytes].view(a.dtype)
+            view[:] = a.reshape(-1)
+            setattr(m, name, view)
+            at += -(-a.nbytes // 64) * 64
+    release_freed_pages()
+    return sum(getattr(m, name).nbytes for m, name in arrays)
+
+
+def release_freed_pages() -> None:
+    """Give the pages of freed arrays back to the system: glibc's malloc keeps a freed block
+    of under its threshold (up to 32 MB) for reuse, so without this the arrays ``gather``
+    replaced would stay resident beside their copies. Elsewhere (no ``malloc_trim``): nothing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def panels(a: npt.NDArray[np.generic], n_out: int) -> npt.NDArray[np.generic]:

@@ -6,7 +6,9 @@ Two kinds of weights (``llmnb.load(..., weights=...)``):
   layout ``llmnb.kernels`` streams (``kernels/layout.py``), and multiplies itself
   (``blocks.Product``). Decoding then reads about the file's bytes per weight per token
   (Q4_1: 0.75 with float32 scales) instead of 4. A type without a kernel (Q2_K, Q3_K)
-  and F32 become float32 copies, named once on stderr when they are not F32.
+  and F32 become float32 copies, named once on stderr when they are not F32. Where the
+  integer products run, their arrays are then gathered into a few buffers in the order a
+  decode step reads them (``integer.gather``: 2 MB pages).
 - ``f32``: every matrix is dequantized to float32 (the reference and teaching path), in
   one of two residencies:
   - ``resident`` (default): every layer dequantized once, at load, stored transposed,
@@ -42,7 +44,7 @@ from llmnb.errors import EXIT_RESOURCES, UsageError
 from llmnb.gguf.constants import GGMLType, type_name
 from llmnb.gguf.reader import GGUFFile
 from llmnb.kernels import KERNEL_TYPES, PackedMatrix, PackedParts, pack, packed_bytes_per_weight
-from llmnb.kernels.integer import INTEGER_TYPES, IntParts
+from llmnb.kernels.integer import INTEGER_TYPES, IntMatrix, IntParts, gather
 from llmnb.kernels.integer import pack as pack_integer
 from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.layout import SCRATCH_BYTES, TILE
@@ -64,6 +66,9 @@ FUSED: Final = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "
 
 
 # --- the memory preflight: runs first (``llmnb.load``), from the file's tensor table alone ---
+
+INTEGER = (IntMatrix, IntParts)
+
 
 class MemoryPreflightError(ModelError):
     """The model needs more memory than is available (needed vs available in the message)."""
@@ -286,6 +291,10 @@ class Weights:
             self._layers.append(self._load_layer(i))
             f.release_pages()  # copies made: don't keep the file's pages resident too
         f.release_pages()
+        if resident and self.integer_isa is not None:   # one stream through a few buffers
+            gather([w for lw in self._layers for w in (lw.wqkv_t, lw.wo_t, lw.w_gate_up_t,
+                                                         lw.w_down_t) if isinstance(w, INTEGER)]
+                   + ([self._head] if isinstance(self._head, INTEGER) else []))
         for name, tensors in self._no_kernel.items():
             print(f"llmnb: {f.path}: {len(tensors)} {name} tensor(s) (e.g. {tensors[0]}) have no "
                   "quantized kernel: multiplied as float32 copies", file=sys.stderr)
