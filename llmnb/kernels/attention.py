@@ -15,9 +15,11 @@ ones it may not:
     out = sum_j p_j v_j          in key order
 
 The numbers are those of ``llmnb.model.blocks.attention`` to float32 rounding; only the order is
-pinned. For many rows (a long prompt, a diffusion canvas) BLAS is much faster and no verify
-compares against it, so the forward pass uses this only for a few rows
-(``llmnb.model.blocks.EXACT_ROWS``).
+pinned. ``exact_attention`` takes q, k and v as arrays; ``cached_attention`` is a decode step's
+(or a verify batch's) whole attention in one call: RoPE on the projection's output, the new keys
+and values written into the KV cache's arrays, then the same rows over the cache. For many
+rows (a long prompt, a diffusion canvas) BLAS is much faster and no verify compares against it,
+so the forward pass uses this only for a few rows (``llmnb.model.blocks.EXACT_ROWS``).
 """
 from __future__ import annotations
 
