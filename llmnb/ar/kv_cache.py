@@ -51,14 +51,9 @@ class KVCache:
 
     def update(self, layer: int, k: F32, v: F32) -> tuple[F32, F32]:
         """Write k, v (n_kv, T, hd) at positions length..length+T; return (n_kv, length+T, hd)."""
-        t = k.shape[1]
-        end = self.length + t
-        if end > self.capacity:
-            raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity "
-                                  f"of {self.capacity}")
+        end = self._reserve(k.shape[1])
         self.k[layer, :, self.length:end] = k
         self.v[layer, :, self.length:end] = v
-        self._pending = t
         return self.k[layer, :, :end], self.v[layer, :, :end]
 
     def in_place(self, layer: int, t: int) -> tuple[F32, F32, int] | None:
@@ -66,12 +61,17 @@ class KVCache:
         (``kernels.attention.cached_attention``): the layer's whole key and value arrays
         (n_kv, capacity, hd) and the position its T new rows go to; the step attends over the
         keys before that and its own."""
+        self._reserve(t)
+        return self.k[layer], self.v[layer], self.length
+
+    def _reserve(self, t: int) -> int:
+        """The pass in progress writes t positions from ``length`` on: the end, checked."""
         end = self.length + t
         if end > self.capacity:
             raise GenerationError(f"kv cache full: {self.length} + {t} tokens exceed its capacity "
                                   f"of {self.capacity}")
         self._pending = t
-        return self.k[layer], self.v[layer], self.length
+        return end
 
     def commit(self) -> None:
         """The forward pass finished: the positions it wrote are now part of the context."""

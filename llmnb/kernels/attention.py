@@ -29,6 +29,7 @@ from numba import njit, prange
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
+from llmnb.kernels.rowwise import rotate_head
 from llmnb.kernels.simd import fadd, fmul, fsplat_rows, fzero, lanes, load_floats, store_rows
 
 
@@ -73,6 +74,12 @@ def exp_nonpositive(x, out, bits):  # type: ignore[no-untyped-def]
         out[j] *= scale[j]
 
 
+@njit(inline="always")
+def seen(allowed, t, j):  # type: ignore[no-untyped-def]
+    """Whether row t sees key j: as `allowed` says, or (None) every key up to the row's limit."""
+    return allowed[t, j] if allowed is not None else True
+
+
 @njit(cache=True)
 def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # type: ignore[no-untyped-def]
     """One query row (hd,) of head h against key/value head g: the keys j < allowed.shape[1]
@@ -86,8 +93,7 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
     bits = np.empty(s_keys, np.int32)
     top = np.float32(-np.inf)
     for j in range(s_keys):
-        seen = allowed[t, j] if allowed is not None else True
-        sj = dot(row, k[g, j]) * scale if seen else np.float32(-np.inf)
+        sj = dot(row, k[g, j]) * scale if seen(allowed, t, j) else np.float32(-np.inf)
         scores[j] = sj
         if sj > top:
             top = sj
@@ -96,7 +102,7 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
     exp_nonpositive(scores, weights, bits)
     total = np.float32(0)
     for j in range(s_keys):
-        if allowed[t, j] if allowed is not None else True:
+        if seen(allowed, t, j):
             total += weights[j]
     # sum_j e_j v_j, each element in key order (a multiply, then an add, as the scalar loop
     # does): four registers of outputs held across all the keys, not read and written per key
@@ -109,7 +115,7 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
         a2 = fzero(isa)
         a3 = fzero(isa)
         for j in range(s_keys):
-            if allowed[t, j] if allowed is not None else True:
+            if seen(allowed, t, j):
                 e = fsplat_rows(isa, weights, j, 0)
                 vj = v[g, j]
                 a0 = fadd(a0, fmul(e, load_floats(isa, vj, c)))
@@ -121,7 +127,7 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
         store_rows(isa, acc, 0, c + 2 * n, a2)
         store_rows(isa, acc, 0, c + 3 * n, a3)
     for j in range(s_keys):                    # the outputs past the last four registers
-        if allowed[t, j] if allowed is not None else True:
+        if seen(allowed, t, j):
             e = weights[j]
             for i in range(full, hd):
                 acc[0, i] += e * v[g, j, i]
@@ -129,8 +135,7 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
         out[t, col + i] = acc[0, i] / total
     if probs is not None:
         for j in range(s_keys):
-            seen = allowed[t, j] if allowed is not None else True
-            probs[h, t, j] = weights[j] / total if seen else np.float32(0)
+            probs[h, t, j] = weights[j] / total if seen(allowed, t, j) else np.float32(0)
 
 
 @njit(parallel=True, cache=True)
@@ -162,17 +167,9 @@ def cached_attention(isa, qkv, n_head, cos, sin, keys, values, length, allowed, 
     t_rows = qkv.shape[0]
     n_kv, _, hd = keys.shape
     nq, nk = n_head * hd, n_kv * hd
-    half = cos.shape[1]
     for t in range(t_rows):
         for head in range(n_head + n_kv):
-            base = head * hd
-            for i in range(half):
-                a = qkv[t, base + i]
-                b = qkv[t, base + half + i]
-                c = cos[t, i]
-                s = sin[t, i]
-                qkv[t, base + i] = a * c - b * s
-                qkv[t, base + half + i] = b * c + a * s
+            rotate_head(qkv[t, head * hd:(head + 1) * hd], cos[t], sin[t])
         for g in range(n_kv):
             for i in range(hd):
                 keys[g, length + t, i] = qkv[t, nq + g * hd + i]

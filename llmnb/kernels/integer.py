@@ -339,7 +339,7 @@ def gather(weights: list[IntMatrix | IntParts]) -> int:
         while done < len(arrays) and (not group or size < GATHER_BYTES):
             m, name = arrays[done]
             group.append((m, name))
-            size += -(-getattr(m, name).nbytes // 64) * 64
+            size += aligned(getattr(m, name).nbytes)
             done += 1
         buffer = np.empty(size + 64, np.uint8)
         at = -buffer.ctypes.data % 64
@@ -348,9 +348,14 @@ def gather(weights: list[IntMatrix | IntParts]) -> int:
             view = buffer[at:at + a.nbytes].view(a.dtype)
             view[:] = a.reshape(-1)
             setattr(m, name, view)
-            at += -(-a.nbytes // 64) * 64
+            at += aligned(a.nbytes)
     release_freed_pages()
     return sum(getattr(m, name).nbytes for m, name in arrays)
+
+
+def aligned(nbytes: int) -> int:
+    """`nbytes` rounded up to a cache line (64 bytes)."""
+    return -(-nbytes // 64) * 64
 
 
 def release_freed_pages() -> None:

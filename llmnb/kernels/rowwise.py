@@ -62,14 +62,19 @@ def rms_norm_rows(x, weight, eps, out):  # type: ignore[no-untyped-def]
 def rope_rows(x, cos, sin):  # type: ignore[no-untyped-def]
     """Rotate x (T, heads, hd) in place: pairs (i, i + r/2) of the first r = 2 * cos.shape[1]
     dims of every head by the row's cos and sin (T, r/2); dims past r untouched."""
-    rows, heads = x.shape[0], x.shape[1]
-    half = cos.shape[1]
-    for t in range(rows):
-        for h in range(heads):
-            for i in range(half):
-                a = x[t, h, i]
-                b = x[t, h, half + i]
-                c = cos[t, i]
-                s = sin[t, i]
-                x[t, h, i] = a * c - b * s
-                x[t, h, half + i] = b * c + a * s
+    for t in range(x.shape[0]):
+        for h in range(x.shape[1]):
+            rotate_head(x[t, h], cos[t], sin[t])
+
+
+@njit(cache=True)
+def rotate_head(head, cos, sin):  # type: ignore[no-untyped-def]
+    """Rotate one head (hd,) in place: pairs (i, i + r/2) by cos and sin (r/2,)."""
+    half = cos.shape[0]
+    for i in range(half):
+        a = head[i]
+        b = head[half + i]
+        c = cos[i]
+        s = sin[i]
+        head[i] = a * c - b * s
+        head[half + i] = b * c + a * s

@@ -213,6 +213,7 @@ class Transformer:
                 or not (causal or (key_mask is not None and key_mask.ndim == 2))):
             cache_rows = None
         allowed: npt.NDArray[np.bool_] | None = None       # the pass's (T, S) mask, if it has one
+        scale = np.float32(1.0 / np.sqrt(c.head_dim))
         eps = c.rms_eps
         h = self.weights.embed(ids)                                        # (T, d), this pass's own
         if c.embd_scale != 1.0:
@@ -242,7 +243,7 @@ class Transformer:
                     allowed = step_mask(causal, length, t, length + t, key_mask)
                 a = s.take("attn", t, nq)
                 cached_attention(vectors(), qkv, c.n_head, cos, sin, keys, values, length, allowed,
-                                 np.float32(1.0 / np.sqrt(c.head_dim)), a)
+                                 scale, a)
             else:
                 rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
                 q = qk[:, :c.n_head].transpose(1, 0, 2)                         # (nh, T, hd)

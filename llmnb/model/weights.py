@@ -67,9 +67,6 @@ FUSED: Final = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "
 
 # --- the memory preflight: runs first (``llmnb.load``), from the file's tensor table alone ---
 
-INTEGER = (IntMatrix, IntParts)
-
-
 class MemoryPreflightError(ModelError):
     """The model needs more memory than is available (needed vs available in the message)."""
 
@@ -262,6 +259,9 @@ class LayerWeights:
 def matrix_bytes(w: Matrix) -> int:
     nbytes = w.nbytes
     return int(nbytes)
+
+
+INTEGER = (IntMatrix, IntParts)       # the weights ``integer.gather`` takes
 
 
 class Weights:
