@@ -252,16 +252,16 @@ def test_dream_dual_cache_recomputes_the_block_and_only_the_rows_it_reads(dream:
                                      prefix.stats.active_positions[1:4:2]))
 
 
-def test_wide_head_gives_the_same_logits_and_diffusion_keeps_it(llada: Model) -> None:
+def test_head_copy_gives_the_same_logits_and_diffusion_keeps_it(llada: Model) -> None:
     t = llada.transformer
-    t.use_wide(False)
+    t.use_batch_copies(False)
     h = np.random.default_rng(0).standard_normal((8, llada.config.n_embd)).astype(np.float32)
     narrow = t.logits(h)                                          # X @ W.T on (d, vocab)
-    held = t.use_wide_head()
-    assert held == 4 * llada.config.vocab_size * llada.config.n_embd and t.wide_head is not None
+    held = t.use_head_copy()
+    assert held == 4 * llada.config.vocab_size * llada.config.n_embd and t.head_copy is not None
     np.testing.assert_allclose(t.logits(h), narrow, rtol=1e-5, atol=1e-5)   # W @ X.T
-    t.use_wide(False)
-    assert t.wide_head is None
+    t.use_batch_copies(False)
+    assert t.head_copy is None
     diffuse(llada, PROMPT, gen_length=8, steps=2)
-    assert t.wide_head is not None                                # the engine asked for it
-    t.use_wide(False)
+    assert t.head_copy is not None                                # the engine asked for it
+    t.use_batch_copies(False)

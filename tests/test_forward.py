@@ -6,7 +6,7 @@ import pytest
 
 from llmnb.kernels import f32_tiles
 from llmnb.model.blocks import (
-    COL_BLOCK, FEW_ROWS, TILED_MAX, WIDE_ROWS, Linear, apply_rope, attention, rms_norm,
+    COL_BLOCK, FEW_ROWS, TILED_MAX, COPY_ROWS, Linear, apply_rope, attention, rms_norm,
     rope_inv_freq, rope_tables,
 )
 from llmnb.scratch import Scratch
@@ -39,22 +39,22 @@ def test_streaming_residency_gives_the_same_logits() -> None:
                                   run_case("qwen2_tied_f32", "causal", "resident"))
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, WIDE_ROWS, FEW_ROWS, FEW_ROWS + 1, 17, TILED_MAX])
-@pytest.mark.parametrize("wide", ["", "out-in", "tiles"])
-def test_a_linear_is_x_times_w_transposed_on_every_path(rows: int, wide: str) -> None:
+@pytest.mark.parametrize("rows", [1, 2, 3, COPY_ROWS, FEW_ROWS, FEW_ROWS + 1, 17, TILED_MAX])
+@pytest.mark.parametrize("layout", ["", "out-in", "tiles"])
+def test_a_linear_is_x_times_w_transposed_on_every_path(rows: int, layout: str) -> None:
     rng = np.random.default_rng(rows)
     n_out = 2 * COL_BLOCK + 37                    # column blocks with a ragged last one
     x = rng.standard_normal((rows, 96)).astype(np.float32)
     w = rng.standard_normal((n_out, 96)).astype(np.float32)
     w_t = np.ascontiguousarray(w.T)
-    copy = {"": None, "out-in": w, "tiles": f32_tiles(w_t)}[wide]
+    copy = {"": None, "out-in": w, "tiles": f32_tiles(w_t)}[layout]
     got = Linear(w_t, copy).matmul(x)
     assert got.shape == (rows, n_out) and got.dtype == np.float32
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4,
                                atol=1e-4)
     one = Linear(np.ascontiguousarray(w.T)).matmul(x[-1:])[0]   # the same row alone: a decode step
     np.testing.assert_allclose(got[-1], one, rtol=1e-5, atol=1e-5)
-    if wide == "tiles" and rows >= TILED_MAX:     # a prefill's many rows: sgemm, loaded layout
+    if layout == "tiles" and rows >= TILED_MAX:     # a prefill's many rows: sgemm, loaded layout
         np.testing.assert_array_equal(got, Linear(w_t).matmul(x))
     buffer = np.full((rows, n_out), np.nan, dtype=np.float32)     # the forward's scratch buffer
     into = Linear(w_t, copy).matmul(x, out=buffer)

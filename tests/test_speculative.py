@@ -66,17 +66,18 @@ def test_token_tree_shares_rows_between_drafts_with_a_common_prefix() -> None:
     assert tree.path(1, 3) == [1, 2, 4] and tree.path(-1, 0) == []
 
 
-@pytest.mark.parametrize("wide, tiles", [(False, False), (True, False), (True, True)])
-def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool, tiles: bool) -> None:
+@pytest.mark.parametrize("copies, tiles", [(False, False), (True, False), (True, True)])
+def test_batched_verify_rows_equal_separate_forwards(tiny: Model, copies: bool,
+                                                     tiles: bool) -> None:
     ids = tiny.prompt_ids("Compute the sum of 22 and 13.", chat=True)
     branches = [[50, 51, 52], [60], [50, 51, 70, 71]]   # the third shares two rows with the first
     cache = KVCache(tiny.config, 64)
     tiny.transformer.forward(np.array(ids[:-1]), cache=cache)
     cache.commit()
     # 7 rows: W @ X.T on the (out, in) copy, or the tiled kernel on the copy in tiles
-    assert (tiny.transformer.use_wide(wide, tiles=tiles) > 0) == wide
+    assert (tiny.transformer.use_batch_copies(copies, tiles=tiles) > 0) == copies
     logits, tree = verify(tiny.transformer, cache, ids[-1], branches)
-    tiny.transformer.use_wide(False)
+    tiny.transformer.use_batch_copies(False)
     assert len(logits) == 1 + 3 + 1 + 2
     np.testing.assert_allclose(logits[0], tiny.forward(ids)[-1], rtol=1e-4, atol=1e-4)
     for b, rows in zip(branches, tree.rows):
@@ -84,28 +85,28 @@ def test_batched_verify_rows_equal_separate_forwards(tiny: Model, wide: bool, ti
         np.testing.assert_allclose(logits[rows], full, rtol=1e-4, atol=1e-4)
 
 
-def test_a_quantized_target_gets_its_wide_copy_only_when_asked_and_verifies_the_same(
+def test_a_quantized_target_gets_its_batch_copy_only_when_asked_and_verifies_the_same(
         quantized: dict[str, Path]) -> None:
     target = llmnb.load(quantized["Q8_0"], weights="quantized-float")   # the float kernels
     tr = target.transformer
-    assert tr.use_wide(True) == 0 and tr.wide_bytes() == 0   # blocks stay blocks by default
+    assert tr.use_batch_copies(True) == 0 and tr.batch_copy_bytes() == 0   # blocks stay blocks
     ids = target.prompt_ids("Compute the sum of 22 and 13.", chat=True)
     branches = [[50, 51, 52, 53, 54], [60, 61, 62, 63]]  # 10 rows: W @ X.T on the copy
     cache = KVCache(target.config, 64)
     tr.forward(np.array(ids[:-1]), cache=cache)
     cache.commit()
-    assert tr.use_wide(True, quantized=True) > 0
+    assert tr.use_batch_copies(True, quantized=True) > 0
     logits, tree = verify(tr, cache, ids[-1], branches)
     for b, rows in zip(branches, tree.rows):
         full = target.forward(ids + b)[len(ids):]      # the kernels, row by row
         np.testing.assert_allclose(logits[rows], full, rtol=1e-4, atol=1e-4)
     for prompt in PROMPTS[:4]:
         ref = generate(target, prompt, max_new_tokens=40, chat=True)
-        for wide in (None, True):
+        for copies in (None, True):
             r = generate_speculative(target, prompt, ["lookup", "ngram:2"], max_new_tokens=40,
-                                     chat=True, gate=False, wide=wide)
+                                     chat=True, gate=False, batch_copies=copies)
             assert r.tokens == ref.tokens
-            assert bool(tr.wide) == bool(wide)
+            assert bool(tr.copies_held) == bool(copies)
 
 
 @pytest.mark.parametrize("branch, keep", [(0, 2), (1, 2), (2, 3), (2, 0)])

@@ -86,7 +86,7 @@ TITLES = {
             "asserted; speed-up = plain / speculative wall time of the whole generate call, "
             "geometric mean over the set (one row per set; the JSON has every prompt); verify = "
             "the product a batch of draft rows goes through (kernels: the quantized blocks; "
-            "wide: float32 copies multiplied as W @ X.T)",
+            "copies: float32 copies multiplied as W @ X.T)",
     "ladder": "Training-free parallel decoding on the tiny diffusion models (48 positions, 1 "
               "thread); reference = 16 steps of low_confidence without a cache; fidelity = tokens "
               "equal to the reference's; speed-up = the reference's denoising time over the "

@@ -108,7 +108,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
                          system: str | None = None, stop: Sequence[str] = (),
                          on_text: Callable[[str], None] | None = None,
                          costs: VerifyCosts | None = None,
-                         wide: bool | None = None) -> SpeculativeResult:
+                         batch_copies: bool | None = None) -> SpeculativeResult:
     """``llmnb.generate`` with speculative decoding: same arguments and the same tokens
     (greedy) or the same distribution (sampling), in fewer target forward passes.
 
@@ -116,14 +116,14 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     ``"self:N"``, a model path or hub name). `k`: the initial draft length of a model drafter
     (and of every drafter with ``gate=False``); `k_max`: the most tokens a drafter is asked
     for; `adaptive=False` keeps K fixed; `gate=False` verifies every round that has drafts.
-    `costs`: the verify-cost model to use and update (default: the process's one for this
-    model and thread count, ``costs_for``). `wide`: verify with the wide layout of the weights
-    (``Transformer.use_wide``: a float32 copy of every matrix in 64-output tiles for the
-    few-row kernel, kept by the model for later calls; cheaper batches from 2 rows on; on
-    quantized weights a dequantized (out, in) copy, cheaper from WIDE_ROWS_QUANTIZED rows on),
-    else without it (and drop it). Default: on for float32 weights; off for quantized ones,
+    `costs`: the verify-cost model to use and update (default: the process's one for this model
+    and thread count, ``costs_for``). `batch_copies`: verify with the batch copies of the
+    weights (``Transformer.use_batch_copies``: a float32 copy of every matrix in 64-output tiles
+    for the few-row kernel, kept by the model for later calls; cheaper batches from 2 rows on;
+    on quantized weights a dequantized (out, in) copy, cheaper from COPY_ROWS_QUANTIZED rows
+    on), else without it (and drop it). Default: on for float32 weights; off for quantized ones,
     whose copy is a dequantized float32 model, the memory the quantized residency saves
-    (``llmnb.model.wide`` gives its size and the measured costs of both).
+    (``llmnb.model.batch_copy`` gives its size and the measured costs of both).
     """
     k0, kmax = operator_index(k, "k"), operator_index(k_max, "k_max")
     if not 1 <= k0 <= K_LIMIT:
@@ -141,8 +141,8 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     capacity = min(len(ids) + max_new_tokens, c.n_ctx)      # as llmnb.generate's cache
     check_room(model, len(ids), capacity)
     transformer = model.transformer
-    on = transformer.weights.weights == "f32" if wide is None else wide
-    transformer.use_wide(on, quantized=on)
+    on = transformer.weights.weights == "f32" if batch_copies is None else batch_copies
+    transformer.use_batch_copies(on, quantized=on)
     cache = KVCache(c, min(c.n_ctx, capacity + 1 + len(ds) * kmax))
     for d in ds:
         d.reset(capacity + kmax)

@@ -136,20 +136,20 @@ _COSTS: dict[tuple[str, int, bool], VerifyCosts] = {}
 def costs_for(model: Model) -> VerifyCosts:
     """The process's verify costs for `model` at the current thread count (numexpr's setting,
     which ``llmnb.threads`` keeps equal to BLAS's), for its weights (float32 with or without the
-    wide copies, ``Transformer.use_wide``, quantized with or without: four curves)."""
+    batch copies, ``Transformer.use_batch_copies``, quantized with or without: four curves)."""
     w = model.transformer.weights
     # "f32", "quantized-float", or "quantized": the integer products (on a CPU without them,
     # quantized weights run the float kernels)
     weights = "quantized-float" if w.weights == "quantized" and w.integer_isa is None else w.weights
-    wide = bool(model.transformer.wide)
-    key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), wide)
+    copies = bool(model.transformer.copies_held)
+    key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), copies)
     if key not in _COSTS:
         priors = {("f32", False): PRIOR_STEPS, ("f32", True): PRIOR_STEPS_WIDE,
                   ("quantized-float", False): PRIOR_STEPS_QUANTIZED,
                   ("quantized-float", True): PRIOR_STEPS_QUANTIZED_WIDE,
                   ("quantized", False): PRIOR_STEPS_INTEGER,
                   ("quantized", True): PRIOR_STEPS_INTEGER}
-        _COSTS[key] = VerifyCosts(priors[weights, wide])
+        _COSTS[key] = VerifyCosts(priors[weights, copies])
     return _COSTS[key]
 
 

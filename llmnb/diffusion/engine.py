@@ -177,7 +177,7 @@ class StepForward:
     def __init__(self, model: Model, cache: InterStepCache | None,
                  suffix_window: int | None) -> None:
         self.t = model.transformer
-        self.t.use_wide_head()            # the head's (vocab, d) copy, for its many rows
+        self.t.use_head_copy()            # the head's (vocab, d) copy, for its many rows
         self.cache = cache
         self.shift = model.config.shift_logits
         self.suffix_window = suffix_window

@@ -29,7 +29,7 @@ from numba import njit, prange
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
-from llmnb.kernels.rowwise import rotate_head
+from llmnb.kernels.rowwise import exp_parts, rotate_head, scale_by_bits
 from llmnb.kernels.simd import fadd, fmul, fsplat_rows, fzero, lanes, load_floats, store_rows
 
 
@@ -42,36 +42,6 @@ def dot(a, b):  # type: ignore[no-untyped-def]
     for i in range(a.shape[0]):
         total += a[i] * b[i]
     return total
-
-
-# exp on [-87, 0] as Cephes' expf computes it: x = k ln 2 + r, |r| <= ln 2 / 2, e^r by a
-# degree-7 polynomial, 2^k built in the float's exponent bits; within about one unit in the
-# last place, and in loops the compiler vectorizes (the C library's expf is one call per value)
-LOG2E = np.float32(1.4426950408889634)
-LN2_HI = np.float32(0.693359375)            # ln 2 in two parts: k * LN2_HI is exact
-LN2_LO = np.float32(-2.12194440e-4)
-EXP_POLY = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3),
-            np.float32(8.3334519073e-3), np.float32(4.1665795894e-2),
-            np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
-EXP_FLOOR = np.float32(-87.0)               # e^-87 ~ 1.6e-38, still a normal float32
-
-
-@njit(cache=True)
-def exp_nonpositive(x, out, bits):  # type: ignore[no-untyped-def]
-    """out = e^x for x (n,) float32 at most 0 (below EXP_FLOOR: e^EXP_FLOOR); `bits` (n,)
-    int32 scratch. The same value for the same x wherever it sits in the array."""
-    c0, c1, c2, c3, c4, c5 = EXP_POLY
-    for j in range(x.shape[0]):
-        v = max(x[j], EXP_FLOOR)
-        k = np.floor(v * LOG2E + np.float32(0.5))
-        r = v - k * LN2_HI
-        r = r - k * LN2_LO
-        p = ((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5
-        out[j] = p * (r * r) + r + np.float32(1.0)
-        bits[j] = (np.int32(k) + 127) << 23                  # 2^k as a float's bits
-    scale = bits.view(np.float32)
-    for j in range(x.shape[0]):
-        out[j] *= scale[j]
 
 
 @njit(inline="always")
@@ -99,7 +69,8 @@ def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):
             top = sj
     for j in range(s_keys):
         scores[j] -= top
-    exp_nonpositive(scores, weights, bits)
+    exp_parts(scores, np.float32(1.0), weights, bits)
+    scale_by_bits(weights, bits)
     total = np.float32(0)
     for j in range(s_keys):
         if seen(allowed, t, j):

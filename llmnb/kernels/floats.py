@@ -16,7 +16,7 @@ kernels use to share a conversion, would need 32 accumulator registers here and 
 nothing: a float32 weight needs no conversion, only its load.
 
 Why not OpenBLAS: for a few rows, ``x @ W.T`` packs W before multiplying, and ``W @ X.T``
-(``llmnb.model.wide``) still pays, per call, for a kernel shaped for many rows; a product over
+(``llmnb.model.batch_copy``) still pays, per call, for a kernel shaped for many rows; a product over
 T rows is bound by reading W (4 bytes per weight) until T * 2 flops per weight catch up with
 the FMA units. Each output's sum runs over the inputs in order, one FMA per input
 (``fastmath={"contract"}`` allows only that), so a row's result is bit-identical whatever T

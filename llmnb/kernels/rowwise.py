@@ -1,4 +1,4 @@
-"""The forward pass's small per-row steps, compiled: RMSNorm and RoPE over a few rows.
+"""The forward pass's small per-row steps, compiled: RMSNorm, RoPE and SwiGLU.
 
 Between two products a decode step does little arithmetic (a norm over 576 values, a rotation
 of 12 heads), and numpy pays a fixed cost of about a microsecond per operation for it, a dozen
@@ -13,6 +13,14 @@ speculative verify batch needs, ``llmnb.kernels.attention``).
 - ``rope_rows``: the half-split rotation of ``blocks.apply_rope`` (pairs i, i + r/2), in
   place on the heads as the projection wrote them (a view, no copy): the same float32
   operations, so the same bits.
+- ``swiglu_rows``: silu(g) * u = g / (1 + e^-g) * u over the gate and up halves of a
+  projection's output, with e^x as Cephes' ``expf`` computes it (``exp_parts``, also the
+  attention's softmax): a polynomial in a loop the compiler vectorizes, where numpy's
+  SwiGLU is five passes over memory with a temporary each. It agrees with numpy's ``exp``
+  to a few units in the last place, not bit for bit.
+- ``softmax_rows``: the softmax of every row of a score matrix in place (the many-row
+  attention's, ``blocks.attention_weights``), a causal limit or a masked score (-inf) giving
+  exactly 0, each row summed in float64: one compiled pass where numpy makes six.
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compi
 
 F32 = npt.NDArray[np.float32]
 
-PARTIAL = 8          # interleaved float64 partial sums of the squares
+PARTIAL = 8          # interleaved float64 partial sums (of the squares, of the weights)
 
 
 def rms_norm(x: F32, weight: F32, eps: float, out: F32 | None = None) -> F32:
@@ -78,3 +86,101 @@ def rotate_head(head, cos, sin):  # type: ignore[no-untyped-def]
         s = sin[i]
         head[i] = a * c - b * s
         head[half + i] = b * c + a * s
+
+
+# e^x as Cephes' expf computes it: x = k ln 2 + r with |r| <= ln 2 / 2, e^r by a degree-7
+# polynomial, 2^k built in a float's exponent bits; within about one unit in the last place
+# (numpy's and the C library's expf are calls the compiler cannot vectorize inside a loop)
+LOG2E = np.float32(1.4426950408889634)
+LN2_HI = np.float32(0.693359375)            # ln 2 in two parts: k * LN2_HI is exact
+LN2_LO = np.float32(-2.12194440e-4)
+EXP_POLY = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3),
+            np.float32(8.3334519073e-3), np.float32(4.1665795894e-2),
+            np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
+EXP_FLOOR = np.float32(-87.0)               # e^-87 ~ 1.6e-38, still a normal float32
+EXP_CEIL = np.float32(88.0)                 # e^88 ~ 1.7e38, below float32's largest
+
+
+@njit(cache=True)
+def exp_parts(x, sign, out, bits):  # type: ignore[no-untyped-def]
+    """e^(sign x) for x (n,) float32 and sign +1 or -1, in two parts: out = e^r and bits the
+    float32 bits of 2^k, so that e^(sign x) = out * bits.view(float32) (``scale_by_bits``);
+    sign x is clamped to [EXP_FLOOR, EXP_CEIL]. The same value for the same x wherever it
+    sits in the array."""
+    c0, c1, c2, c3, c4, c5 = EXP_POLY
+    for j in range(x.shape[0]):
+        v = min(max(sign * x[j], EXP_FLOOR), EXP_CEIL)
+        k = np.floor(v * LOG2E + np.float32(0.5))
+        r = v - k * LN2_HI
+        r = r - k * LN2_LO
+        p = ((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5
+        out[j] = p * (r * r) + r + np.float32(1.0)
+        bits[j] = (np.int32(k) + 127) << 23                  # 2^k as a float's bits
+
+
+@njit(cache=True)
+def scale_by_bits(out, bits):  # type: ignore[no-untyped-def]
+    """out *= 2^k, `bits` as ``exp_parts`` left them: out becomes e^x."""
+    scale = bits.view(np.float32)
+    for j in range(out.shape[0]):
+        out[j] *= scale[j]
+
+
+@njit(cache=True, error_model="numpy")
+def swiglu_row(gu, n, out, bits):  # type: ignore[no-untyped-def]
+    """out (n,) = silu(gate) * up for one row gu (2n,) = [gate | up]: the float32 operations of
+    g / (1 + e^-g) * u in that order (numpy's error model: IEEE division, which vectorizes)."""
+    exp_parts(gu[:n], np.float32(-1.0), out, bits)
+    scale = bits.view(np.float32)
+    for i in range(n):
+        out[i] = gu[i] / (np.float32(1.0) + out[i] * scale[i]) * gu[n + i]
+
+
+@njit(cache=True)
+def swiglu_rows(gu, out):  # type: ignore[no-untyped-def]
+    """out (T, n) = silu(gu[:, :n]) * gu[:, n:] for gu (T, 2n), both C-contiguous; row by row."""
+    n = out.shape[1]
+    bits = np.empty(n, np.int32)
+    for t in range(gu.shape[0]):
+        swiglu_row(gu[t], n, out[t], bits)
+
+
+@njit(cache=True, error_model="numpy")
+def softmax_rows(x, t_rows, first):  # type: ignore[no-untyped-def]
+    """x (N, S) float32 C-contiguous, row r the scores of query r % t_rows -> softmax over each
+    row, in place, on one thread (this follows a BLAS product, whose threads may still spin
+    after it: a parallel loop here would wait for them). With `first` >= 0 the attention is
+    causal: query t sees keys 0..first + t and the rest become 0 (no mask pass before); a score
+    of -inf (a masked key) becomes exactly 0. e^(x - max) by ``exp_parts``; the row's sum in
+    float64 (PARTIAL interleaved partial sums, then in order), rounded to float32 and divided
+    into every weight."""
+    n, s = x.shape
+    e = np.empty(s, np.float32)
+    bits = np.empty(s, np.int32)
+    partial = np.empty(PARTIAL, np.float64)
+    for r in range(n):
+        seen = s if first < 0 else min(s, first + r % t_rows + 1)
+        row = x[r, :seen]
+        x[r, seen:] = 0.0
+        top = np.float32(-np.inf)
+        for j in range(seen):
+            top = max(top, row[j])
+        for j in range(seen):
+            row[j] -= top
+        exp_parts(row, np.float32(1.0), e, bits)
+        scale = bits.view(np.float32)
+        for j in range(seen):
+            row[j] = e[j] * scale[j] if row[j] != -np.inf else np.float32(0.0)
+        full = seen - seen % PARTIAL
+        partial[:] = 0.0
+        for i in range(0, full, PARTIAL):
+            for j in range(PARTIAL):
+                partial[j] += np.float64(row[i + j])
+        total = 0.0
+        for j in range(PARTIAL):
+            total += partial[j]
+        for j in range(full, seen):
+            total += np.float64(row[j])
+        norm = np.float32(total)
+        for j in range(seen):
+            row[j] /= norm

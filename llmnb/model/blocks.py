@@ -209,19 +209,15 @@ def attention_weights(q: F32, k: F32, causal: bool, q_offset: int = 0,
         n_kv, group * t, s)
     scores = np.matmul(qs.reshape(n_kv, group * t, hd), k.transpose(0, 2, 1), out=out).reshape(
         n_kv, group, t, s)                                    # (n_kv, g, T, S)
-    hidden = np.float32(-np.inf)
-    if causal and not (t == 1 and q_offset == s - 1):   # one newest query sees every key
-        allowed = np.arange(s)[None, :] <= (q_offset + np.arange(t))[:, None]   # (T, S)
-        np.copyto(scores, hidden, where=~allowed)
     if key_mask is not None:   # (S,) for every query, or (T, S) per query (speculative branches)
         m = key_mask[None, None, None, :] if key_mask.ndim == 1 else key_mask[None, None, :, :]
-        np.copyto(scores, hidden, where=~m)
-    scores -= scores.max(axis=-1, keepdims=True)
-    probs: F32 = np.exp(scores, out=scores)
-    # the sum in float64 and then rounded: the same float32 whatever masked keys (zeros) sit
-    # in the row, so a row of a verify batch gets the bits of the same row decoded alone
-    probs /= probs.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
-    return probs
+        np.copyto(scores, np.float32(-np.inf), where=~m)
+    # softmax over each row in place, in one compiled pass (the causal limit applied there,
+    # the sum in float64, then rounded)
+    from llmnb.kernels.rowwise import softmax_rows
+
+    softmax_rows(scores.reshape(-1, s), t, q_offset if causal else -1)
+    return scores
 
 
 def attend(probs: F32, v: F32, scratch: Scratch | None = None) -> F32:
@@ -246,20 +242,25 @@ def silu(x: F32) -> F32:
 
 
 def swiglu(gate: F32, up: F32, out: F32 | None = None) -> F32:
-    """SwiGLU's elementwise part: silu(gate) * up (the projections happen around it), in one
-    (T, ff) buffer (`out` if given): the same arithmetic as ``silu(gate) * up``, without its
-    four temporaries.
+    """SwiGLU's elementwise part (Shazeer 2020): silu(gate) * up (the projections happen
+    around it), gate and up (T, ff), into `out` if given (``swiglu_halves``)."""
+    gu = np.concatenate([gate, up], axis=1, dtype=np.float32)        # (T, 2 ff)
+    return swiglu_halves(gu, out)
 
-    numpy, not numexpr, here as in the attention softmax and ``rms_norm``: numexpr's float32
-    exp is a scalar loop (no VML in its wheel) where numpy's is vectorised, and on these sizes
-    its thread start-up outweighs one pass over memory (``python -m llmnb.perf.bench_diffusion
-    --elementwise`` times both on SmolLM2's canvas)."""
-    out = np.negative(gate, out=out)                          # (T, ff)
-    np.exp(out, out=out)
-    out += np.float32(1.0)
-    np.divide(gate, out, out=out)
-    out *= up
-    return out
+
+def swiglu_halves(gu: F32, out: F32 | None = None) -> F32:
+    """silu(gate) * up for gu (T, 2 ff) = [gate | up], the gate-and-up projection's output
+    as it comes, into `out` (T, ff) if given: one compiled pass (``rowwise.swiglu_rows``: its
+    exp is a vectorized polynomial, within a few units in the last place of numpy's), on one
+    thread (on float32 weights it follows a BLAS product, whose threads still spin for a while
+    after it). Every row is the same bits however many rows come with it."""
+    from llmnb.kernels.rowwise import swiglu_rows
+
+    gu = np.ascontiguousarray(gu, dtype=np.float32)
+    t, n = gu.shape[0], gu.shape[1] // 2
+    y = np.empty((t, n), np.float32) if out is None else out
+    swiglu_rows(gu, y)
+    return y
 
 
 # --- Gemma 3's pieces (Gemma Team 2025; llama.cpp's llm_build_gemma3) -------------------------
@@ -322,18 +323,18 @@ class Product(Protocol):
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W`` (its T <= FEW_ROWS rows).
 FEW_ROWS = 6
 COL_BLOCK = 1024
-# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.wide`` with
+# From this many rows on, W @ X.T with W in its own (out, in) layout (``llmnb.model.batch_copy``,
 # ``tiles=False``) beats both ways above; at T = 2 and 3 it loses. What each costs, in decode
 # steps at every T (SmolLM2-135M, 150 cached tokens):
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``.
-WIDE_ROWS = 4
-# A quantized weight's wide copy (its dequantized (out, in) float32, ``llmnb.model.wide``)
+COPY_ROWS = 4
+# A quantized weight's batch copy (its dequantized (out, in) float32, ``llmnb.model.batch_copy``)
 # beats the float kernels' few-row products (``llmnb.kernels.matvec``) from this many rows on
 # (``python -m llmnb.perf.bench_spec --threads 1 --paths quantized-float
 # quantized-float+W@X.T``, SmolLM2-135M, 150 cached tokens).
-WIDE_ROWS_QUANTIZED = 32
+COPY_ROWS_QUANTIZED = 32
 # From TILED_ROWS rows up to TILED_MAX, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``,
-# the wide layout's default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``);
+# the batch copies' default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``);
 # from TILED_MAX rows on (a long prompt's prefill) sgemm on the loaded layout (``python -m
 # llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T tiles`` measures each, in decode steps).
 TILED_ROWS = 2
@@ -343,16 +344,16 @@ TILED_MAX = 64
 class Linear:
     """One weight matrix W (out, in) as the forward pass multiplies it, x (T, in) -> x @ W.T:
     the weight as loaded, `w_t`, and on request a `copy` for batches of rows
-    (``llmnb.model.wide``). ``matmul`` is the one way in, and chooses by the rows:
+    (``llmnb.model.batch_copy``). ``matmul`` is the one way in, and chooses by the rows:
 
     - float32 `w_t` = W.T, (in, out), the layout OpenBLAS streams fastest for one token (sgemv
       over columns, for rows as short as these models'). One row is a vector @ matrix product,
       bound by reading w_t; up to FEW_ROWS rows one such product per row over cache-sized
       column blocks; more rows one matrix product, or W @ X.T on the (out, in) copy from
-      WIDE_ROWS rows on, or the tiled kernel on a copy in tiles (``F32Tiles``) from TILED_ROWS
+      COPY_ROWS rows on, or the tiled kernel on a copy in tiles (``F32Tiles``) from TILED_ROWS
       up to TILED_MAX rows.
     - a quantized `w_t` (a ``Product``: the integer or float kernels on the file's blocks)
-      multiplies itself, or from WIDE_ROWS_QUANTIZED rows on runs W @ X.T on its dequantized
+      multiplies itself, or from COPY_ROWS_QUANTIZED rows on runs W @ X.T on its dequantized
       (out, in) copy, when one is held.
 
     `out`, a (T, out) float32 buffer, receives the product on the paths over the loaded layout
@@ -368,7 +369,7 @@ class Linear:
         y: F32
         w_t, w, t = self.w_t, self.copy, x.shape[0]
         if not isinstance(w_t, np.ndarray):
-            if isinstance(w, np.ndarray) and t >= WIDE_ROWS_QUANTIZED:
+            if isinstance(w, np.ndarray) and t >= COPY_ROWS_QUANTIZED:
                 y = (w @ x.T).T                               # (T, out), a view of (out, T)
                 return y
             return w_t.matmul(x, out)
@@ -376,7 +377,7 @@ class Linear:
             if TILED_ROWS <= t < TILED_MAX:
                 return w.matmul(x)
             w = None
-        if w is not None and t >= WIDE_ROWS:
+        if w is not None and t >= COPY_ROWS:
             y = (w @ x.T).T                                   # (T, out), a view of (out, T)
         elif t == 1:
             y = np.empty((1, w_t.shape[1]), dtype=np.float32) if out is None else out

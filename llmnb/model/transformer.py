@@ -44,12 +44,12 @@ import numpy.typing as npt
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
     EXACT_ROWS, Linear, attention, attention_observed, geglu, head_rms_norm, rope_inv_freq,
-    rope_mscale, rope_tables, sliding_window_mask, softcap, step_mask, swiglu,
+    rope_mscale, rope_tables, sliding_window_mask, softcap, step_mask, swiglu_halves,
 )
+from llmnb.model.batch_copy import batch_copy, batch_copy_size
 from llmnb.model.config import ModelConfig
+from llmnb.model.weights import INTEGER, LayerWeights, Weights, available_memory
 from llmnb.scratch import Scratch
-from llmnb.model.weights import LayerWeights, Weights, available_memory
-from llmnb.model.wide import wide, wide_size
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -110,12 +110,13 @@ class Transformer:
         self.rope_mscale = rope_mscale(config.rope_scaling, config.rope_factor,
                                        config.rope_attn_factor)
         # each layer's four projections and the head as ``Linear``s, which also hold the copies
-        # ``use_wide`` makes: kept for weights held in memory, made per pass for streamed ones
+        # ``use_batch_copies`` makes: kept for weights held in memory, made per pass for streamed
+        # ones
         resident = weights.residency == "resident"
         self.linears = ([projections(weights.layer(i)) for i in range(config.n_layer)]
                         if resident else [])
         self.head = Linear(weights.head_t()) if resident else None
-        self.wide = False                              # the copies of ``use_wide`` are held
+        self.copies_held = False                  # the copies of ``use_batch_copies`` are held
         # sliding-window layers: their own base, never scaled (llama.cpp's freq_scale_swa = 1)
         self.inv_freq_swa = rope_inv_freq(config.rope_dim, config.rope_base_swa or config.rope_base)
         # cos and sin of every position up to the largest asked for so far, (P, rope_dim/2)
@@ -126,9 +127,9 @@ class Transformer:
                         if config.attn_scale else 1.0)
         self.scratch = Scratch()
 
-    def use_wide(self, on: bool = True, quantized: bool = False, tiles: bool = True) -> int:
-        """Keep (or drop) the wide layout of the weights, which batches of several rows
-        multiply faster (``llmnb.model.wide``): float32 weights held in memory get their copy
+    def use_batch_copies(self, on: bool = True, quantized: bool = False, tiles: bool = True) -> int:
+        """Keep (or drop) the batch copies of the weights, which batches of several rows
+        multiply faster (``llmnb.model.batch_copy``): float32 weights held in memory get their copy
         in 64-output tiles (or, `tiles` False, their (out, in) copy for W @ X.T); quantized
         ones only with `quantized` (a dequantized (out, in) float32 copy of the whole model).
         Each copy goes into its ``Linear``. Returns the bytes held (0: off, weights without a
@@ -137,23 +138,23 @@ class Transformer:
         if w.residency != "resident" or (w.weights != "f32" and not quantized):
             on = False
         every = self.held_linears()
-        if on and not self.wide:
-            on = sum(wide_size(lin.w_t) for lin in every) < 0.75 * available_memory()
+        if on and not self.copies_held:
+            on = sum(batch_copy_size(lin.w_t) for lin in every) < 0.75 * available_memory()
         if not on:
             for lin in every:
                 lin.copy = None
-            self.wide = False
+            self.copies_held = False
             return 0
-        if not self.wide:
+        if not self.copies_held:
             for lin in every:
-                lin.copy = wide(lin.w_t, quantized, tiles)
-            self.wide = True
+                lin.copy = batch_copy(lin.w_t, quantized, tiles)
+            self.copies_held = True
             first = every[0].copy if every else None
             if isinstance(first, F32Tiles):
                 # numba loads the tiled kernel now, not inside the first verify batch, whose
                 # time sets the level of the speculative controller's whole cost curve
                 first.matmul(np.zeros((2, first.tiles.shape[1]), dtype=np.float32))
-        return self.wide_bytes()
+        return self.batch_copy_bytes()
 
     def held_linears(self) -> list[Linear]:
         """Every ``Linear`` this Transformer keeps, the layers' then the head's (none for
@@ -161,12 +162,12 @@ class Transformer:
         return [lin for four in self.linears for lin in four] + (
             [] if self.head is None else [self.head])
 
-    def wide_bytes(self) -> int:
-        """Bytes the copies of ``use_wide`` and ``use_wide_head`` hold."""
+    def batch_copy_bytes(self) -> int:
+        """Bytes the copies of ``use_batch_copies`` and ``use_head_copy`` hold."""
         return sum(lin.copy_bytes for lin in self.held_linears())
 
-    def use_wide_head(self) -> int:
-        """Keep the head's (vocab, d) copy alone (``use_wide`` keeps it with every layer's):
+    def use_head_copy(self) -> int:
+        """Keep the head's (vocab, d) copy alone (``use_batch_copies`` keeps it with every layer's):
         a diffusion step's head, its masked rows against the whole vocabulary, runs as
         W @ X.T on it faster than as X @ W.T on the (d, vocab) layout (SmolLM2-135M's head at
         64 and 256 masked rows, 1 and 2 threads: time ``Transformer.logits`` on a canvas with
@@ -176,12 +177,12 @@ class Transformer:
         head = self.head
         if head is None or self.weights.weights != "f32":
             return 0
-        if head.copy is None and wide_size(head.w_t) < 0.25 * available_memory():
-            head.copy = wide(head.w_t)
+        if head.copy is None and batch_copy_size(head.w_t) < 0.25 * available_memory():
+            head.copy = batch_copy(head.w_t)
         return head.copy_bytes
 
     @property
-    def wide_head(self) -> F32 | F32Tiles | None:
+    def head_copy(self) -> F32 | F32Tiles | None:
         """The head's copy, if held."""
         return None if self.head is None else self.head.copy
 
@@ -190,7 +191,25 @@ class Transformer:
                positions: npt.NDArray[np.int64] | None = None, n_layers: int | None = None) -> F32:
         """The final normalised hidden states (T, d) for `ids` at positions start.. (or at
         explicit `positions`, for a diffusion step that recomputes only some of its canvas).
-        `n_layers` runs only the first layers before the final norm (a self-drafter)."""
+        `n_layers` runs only the first layers before the final norm (a self-drafter).
+
+        A pass of more than EXACT_ROWS rows whose products all run in the integer kernels
+        calls BLAS only for its attention, and runs it on one thread (``one_blas_thread``)."""
+        if len(ids) > EXACT_ROWS and self.kernels_only():
+            from llmnb.perf.threads import one_blas_thread
+
+            with one_blas_thread():
+                return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
+        return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
+
+    def kernels_only(self) -> bool:
+        """Whether every product of the layers runs in the integer kernels (no float32 copy)."""
+        return bool(self.linears) and all(isinstance(lin.w_t, INTEGER) and lin.copy is None
+                                           for four in self.linears for lin in four)
+
+    def _hidden(self, ids: npt.NDArray[np.int64], start: int, cache: KVStore | None,
+                causal: bool | None, key_mask: npt.NDArray[np.bool_] | None,
+                positions: npt.NDArray[np.int64] | None, n_layers: int | None) -> F32:
         c = self.config
         causal = c.causal if causal is None else causal
         t = len(ids)
@@ -270,8 +289,11 @@ class Transformer:
             h += o                                           # h is this pass's own: added in place
             x = norm(h, lw.ffn_norm, eps, s.take("x", t, d))
             gu = gate_up_proj.matmul(x, s.take("gu", t, 2 * c.n_ff))      # (T, 2 ff)
-            act = geglu if c.ffn_act == "gelu" else swiglu
-            ff = act(gu[:, :c.n_ff], gu[:, c.n_ff:], s.take("ff", t, c.n_ff))          # (T, ff)
+            ff = s.take("ff", t, c.n_ff)                                              # (T, ff)
+            if c.ffn_act == "gelu":
+                geglu(gu[:, :c.n_ff], gu[:, c.n_ff:], ff)
+            else:
+                swiglu_halves(gu, ff)
             f = down_proj.matmul(ff, s.take("delta", t, d))               # (T, d)
             if lw.post_ffn_norm is not None:
                 f = norm(f, lw.post_ffn_norm, eps, f)

@@ -31,9 +31,9 @@ the step they take, and with ``peer`` ``f32_ratio_bound`` = llama.cpp's all-F32 
 The inter-step cache's own table is ``llmnb bench cache`` (``bench_cache.py``).
 
 ``python -m llmnb.perf.bench_diffusion --elementwise`` times the step's elementwise work on
-a canvas of SmolLM2's shapes both ways, the forward's numpy (``blocks.swiglu``, the attention
-softmax, ``blocks.rms_norm``) against one numexpr pass each: where numexpr would win is where
-the forward should use it.
+a canvas of SmolLM2's shapes both ways, as the forward computes it (compiled: SwiGLU, the
+attention softmax, RMSNorm, ``llmnb.kernels.rowwise``) against one numexpr pass each: where
+numexpr would win is where the forward should use it.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def products(m: Any, n_tokens: int, n_head_rows: int) -> Callable[[], None]:
     from llmnb.model.transformer import projections
 
     t, c = m.transformer, m.config
-    t.use_wide_head()                                      # as ``diffuse`` does
+    t.use_head_copy()                                      # as ``diffuse`` does
     rng = np.random.default_rng(0)
 
     def rows(n: int, width: int) -> Any:
@@ -154,13 +154,13 @@ def run(repeats: int, threads: list[int] | None, peer: str | None, weights: list
 
 def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str, Any]]:
     """Milliseconds of SwiGLU, the attention softmax and RMSNorm over `n_tokens` canvas rows
-    (SmolLM2-135M's d = 576, ff = 1536, 9 heads), the forward's numpy against numexpr, at
-    `threads` (numexpr's and BLAS's)."""
+    (SmolLM2-135M's d = 576, ff = 1536, 9 heads), the forward's compiled kernels against
+    numexpr, at `threads` (numba's, numexpr's and BLAS's)."""
     import numexpr as ne
     import numpy as np
 
     import llmnb
-    from llmnb.model.blocks import rms_norm, swiglu
+    from llmnb.kernels.rowwise import rms_norm, softmax_rows, swiglu_rows
 
     rng = np.random.default_rng(0)
     gu = rng.standard_normal((n_tokens, 2 * 1536)).astype(np.float32)    # (T, 2 ff)
@@ -171,11 +171,9 @@ def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str
     eps, d = np.float32(1e-5), np.float32(576)
     buf = np.empty_like(g)
 
-    def softmax_numpy() -> None:
+    def softmax_forward() -> None:
         p = scores.copy()
-        p -= p.max(axis=-1, keepdims=True)
-        np.exp(p, out=p)
-        p /= p.sum(axis=-1, keepdims=True)
+        softmax_rows(p.reshape(-1, n_tokens), n_tokens, -1)
 
     def softmax_numexpr() -> None:
         p = scores.copy()
@@ -188,15 +186,15 @@ def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str
         ne.evaluate("x / sqrt(ms + eps) * w", local_dict={"x": x, "ms": ms, "eps": eps, "w": w},
                     out=np.empty_like(x))
 
-    cases = [("swiglu", lambda: swiglu(g, u),
+    cases = [("swiglu", lambda: swiglu_rows(gu, buf),
               lambda: ne.evaluate("g / (1 + exp(-g)) * u", local_dict={"g": g, "u": u}, out=buf)),
-             ("attention softmax", softmax_numpy, softmax_numexpr),
+             ("attention softmax", softmax_forward, softmax_numexpr),
              ("rms_norm", lambda: rms_norm(x, w, 1e-5), rms_numexpr)]
     rows = []
     with llmnb.threads(threads):
-        for name, numpy_f, numexpr_f in cases:
-            a, b = median_time(numpy_f, repeats), median_time(numexpr_f, repeats)
-            rows.append({"threads": threads, "T": n_tokens, "op": name, "numpy_ms": a * 1e3,
+        for name, forward_f, numexpr_f in cases:
+            a, b = median_time(forward_f, repeats), median_time(numexpr_f, repeats)
+            rows.append({"threads": threads, "T": n_tokens, "op": name, "forward_ms": a * 1e3,
                          "numexpr_ms": b * 1e3, "numexpr_speedup": a / b})
     return rows
 
@@ -205,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     from llmnb.perf.table import print_rows
 
     p = argparse.ArgumentParser(prog="python -m llmnb.perf.bench_diffusion",
-                                description="the diffusion step's elementwise work, numpy "
-                                            "against numexpr (llmnb bench diffusion times steps)")
+                                description="the diffusion step's elementwise work, the "
+                                            "forward's kernels against numexpr (llmnb bench "
+                                            "diffusion times steps)")
     p.add_argument("--elementwise", action="store_true", required=True)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--tokens", type=int, nargs="+", default=[PROMPT_TOKENS + 64,

@@ -4,13 +4,13 @@ For each model (tiny-ar, and SmolLM2-135M when pulled), weights kind (SmolLM2: `
 the default a user gets, and ``f32``; tiny-ar: its file's, float32), thread count, prompt and
 drafter set, the prompt is generated greedily by ``llmnb.generate`` and by
 ``llmnb.ar.speculative.generate_speculative`` on the same loaded model (same weights, same
-process); the tokens must be identical (the bench stops otherwise). Column ``verify``:
-``kernels`` (the quantized target's default: its blocks, no float32 copy) or ``wide`` (an
-(out, in) float32 copy: the float32 target's default; for the quantized target the dequantized
-copy of ``wide=True``, run on the copy+edit+code set beside the default). The speed-up is the ratio
-of the median wall times of the whole call (prefill + decode), after one warm-up run of each
-(the one checked for identity), timed runs alternating plain / speculative. Each prompt gives a
-row (speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
+process); the tokens must be identical (the bench stops otherwise). Column ``verify``: ``kernels``
+(the quantized target's default: its blocks, no float32 copy) or ``copies`` (an (out, in) float32
+copy: the float32 target's default; for the quantized target the dequantized copy of
+``batch_copies=True``, run on the copy+edit+code set beside the default). The speed-up is the ratio
+of the median wall times of the whole call (prefill + decode), after one warm-up run of each (the
+one checked for identity), timed runs alternating plain / speculative. Each prompt gives a row
+(speed-up, tokens per target forward, acceptance per drafter: "n/a" for a drafter never
 verified); each set a row with the geometric mean of its prompts' speed-ups.
 
 Prompt sets for SmolLM2. ``copy+edit+code``: copying a paragraph, rewriting it with one word
@@ -25,8 +25,8 @@ set the *explain* and *poem* prompts. Each (model, thread count) runs in a fresh
 
 ``python -m llmnb.perf.bench_spec`` prints what a verify batch of T rows costs, c(T) in decode
 steps, at the knots of the controller's cost model (``verify_costs``), for each way of
-multiplying (``--paths``: float32 as loaded, with the wide copies, quantized kernels, quantized
-with a dequantized wide copy).
+multiplying (``--paths``: float32 as loaded, with the batch copies, quantized kernels, quantized
+with a dequantized batch copy).
 """
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = True,
-                repeats: int = 3, wide: bool | None = None) -> dict[str, Any]:
+                repeats: int = 3, batch_copies: bool | None = None) -> dict[str, Any]:
     """One prompt on a loaded model: ``llmnb.generate`` (greedy) and ``generate_speculative``
     with `drafters`, one warm-up run of each (the tokens and text must be identical, else a
     RuntimeError), then `repeats` timed rounds alternating plain / speculative
@@ -151,7 +151,8 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
     from llmnb.ar.speculative import generate_speculative
 
     ref = llmnb.generate(m, prompt, max_new_tokens=n, chat=chat)                 # warm-up
-    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat, wide=wide)
+    r = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
+                             batch_copies=batch_copies)
     if (r.tokens, r.text) != (ref.tokens, ref.text):
         raise RuntimeError(f"bench spec: {[d.name for d in drafters]} changed the output of "
                            f"{prompt[:40]!r}")
@@ -162,7 +163,7 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
 
     def speculative() -> None:
         last[0] = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
-                                       wide=wide)
+                                       batch_copies=batch_copies)
 
     plain_s, spec_s = median_times([plain, speculative], repeats, warmup=0)  # warmed up above
     r = last[0]
@@ -209,14 +210,14 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized",
                 elif name not in pool:
                     pool[name] = make_drafter(name, m)
         for set_name, prompts in sets.items():
-            wides = ([None, True] if weights == "quantized-float" and set_name == "copy+edit+code"
+            copies = ([None, True] if weights == "quantized-float" and set_name == "copy+edit+code"
                      else [None])
-            for names, wide in ((x, w) for x in DRAFTERS[model, set_name] for w in wides):
+            for names, batch_copy in ((x, c) for x in DRAFTERS[model, set_name] for c in copies):
                 drafters = [pool[x] for x in names]
-                verify = ("wide" if wide or weights == "f32" else "kernels")
+                verify = ("copies" if batch_copy or weights == "f32" else "kernels")
                 per_prompt: list[dict[str, Any]] = []
                 for label, (prompt, chat) in prompts.items():
-                    one = time_prompt(m, prompt, drafters, n, chat, repeats, wide)
+                    one = time_prompt(m, prompt, drafters, n, chat, repeats, batch_copy)
                     one.pop("result")
                     one.pop("reference")
                     one.update({"model": model, "weights": weights, "verify": verify,
@@ -225,7 +226,7 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized",
                     per_prompt.append(one)
                 rows.extend(per_prompt)
                 rows.append(summary(per_prompt, "geo. mean"))
-                m.transformer.use_wide(False)
+                m.transformer.use_batch_copies(False)
     return [{k: r[k] for k in KEYS} for r in rows]                # one key order for every row
 
 
@@ -254,7 +255,7 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None,
 
 
 # float32 (in, out); with the (out, in) copy; with the copy in tiles; GGUF blocks; GGUF blocks
-# with a dequantized wide copy
+# with a dequantized batch copy
 PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized-float", "quantized-float+W@X.T")
 
 
@@ -266,13 +267,13 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     as ``generate`` runs it)
     and the ratio to T = 1, c(T) / t_1, at the cost model's knots unless `rows` says otherwise,
     for each of `paths`: "X@W" (float32 weights as loaded: few-row products, then X @ W.T),
-    "W@X.T" (with the (out, in) copies, ``Transformer.use_wide(tiles=False)``: W @ X.T from
-    WIDE_ROWS rows on), "tiles" (with the copies in 64-output tiles, ``use_wide``'s default:
+    "W@X.T" (with the (out, in) copies, ``Transformer.use_batch_copies(tiles=False)``: W @ X.T from
+    COPY_ROWS rows on), "tiles" (with the copies in 64-output tiles, ``use_batch_copies``'s default:
     ``llmnb.kernels.floats``' few-row kernel from TILED_ROWS up to TILED_MAX rows, X @ W.T
     beyond), "quantized" (``weights="quantized"``: the integer products, ``llmnb.kernels.integer``,
     where the CPU has them), "quantized-float" (the float kernels' few-row products, then
     dequantize + sgemm from DENSE_ROWS rows on) and "quantized-float+W@X.T" (the same with a
-    dequantized wide copy, W @ X.T from WIDE_ROWS_QUANTIZED rows on; T = 1 is the quantized
+    dequantized batch copy, W @ X.T from COPY_ROWS_QUANTIZED rows on; T = 1 is the quantized
     decode step)."""
     import llmnb
     from llmnb.ar.speculative_control import KNOTS
@@ -293,14 +294,14 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     return out
 
 
-def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 5,
+def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats: int = 5,
                       context: int = 150, tiles: bool = False) -> list[float]:
     """Median seconds of ``llmnb.ar.speculative_verify.verify`` over `rows[i]` rows (the root
     and one branch) after `context` cached tokens on a loaded model (for one row, a plain
-    decode step: the forward ``generate`` runs per token, at the same context), with its wide copy
-    (``Transformer.use_wide``: (out, in), or with `tiles` float32 weights in tiles; a
+    decode step: the forward ``generate`` runs per token, at the same context), with its batch copy
+    (``Transformer.use_batch_copies``: (out, in), or with `tiles` float32 weights in tiles; a
     dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
-    step on the same weights. The model is left without the wide copy."""
+    step on the same weights. The model is left without the batch copy."""
     import numpy as np
 
     from llmnb.ar.kv_cache import KVCache
@@ -308,7 +309,7 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 
     from llmnb.perf.timing import median_time
 
     tr = m.transformer
-    tr.use_wide(wide, quantized=True, tiles=tiles)
+    tr.use_batch_copies(batch_copies, quantized=True, tiles=tiles)
     cache = KVCache(m.config, context + max(rows))
     tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
                last_only=True)
@@ -325,7 +326,7 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], wide: bool, repeats: int = 
         return run
 
     secs = [median_time(batch(t), repeats) for t in rows]
-    tr.use_wide(False)
+    tr.use_batch_copies(False)
     return secs
 
 

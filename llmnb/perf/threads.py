@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numexpr
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from llmnb.errors import UsageError
 from llmnb.kernels.threads import set_threads as set_kernel_threads
@@ -31,3 +32,20 @@ def threads(n: int) -> Iterator[None]:
         finally:
             set_kernel_threads(previous_kernels)
             numexpr.set_num_threads(previous)
+
+
+_CONTROLLER: list[Any] = []      # threadpoolctl's view of the loaded BLAS, found once
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block with BLAS on one thread (numba's and numexpr's counts unchanged): for a
+    pass whose products run in numba kernels and whose few BLAS calls are small (the attention
+    of a quantized prefill). OpenBLAS's idle threads spin after each call, for about 0.1 s
+    unless ``OPENBLAS_THREAD_TIMEOUT`` was set before numpy loaded OpenBLAS (``import llmnb``
+    sets it, too late when numpy came first), and the kernel threads that follow wait for the
+    cores they hold: such a prefill then runs several times slower at 2 threads than at 1."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    with _CONTROLLER[0].limit(limits=1, user_api="blas"):
+        yield

@@ -1,4 +1,4 @@
-"""The wide layout: copies of a model's float32 matrices for products over several rows, in
+"""Batch copies: copies of a model's float32 matrices for products over several rows, in
 64-output tiles (the default) or as W (out, in) for ``W @ X.T``.
 
 Decoding multiplies one row by each weight, and the (in, out) layout the loader keeps is the
@@ -12,15 +12,15 @@ in each layout, in decode steps: ``python -m llmnb.perf.bench_spec --paths X@W W
 (notebook 10 draws the curves).
 
 The price is memory: a second copy of every float32 matrix (the head included), made on
-request (``Transformer.use_wide``) for float32 weights held in memory.
+request (``Transformer.use_batch_copies``) for float32 weights held in memory.
 
-Quantized weights get the copy only when asked (``generate_speculative(..., wide=True)``):
+Quantized weights get the copy only when asked (``generate_speculative(..., batch_copies=True)``):
 dequantized, it is a float32 copy of the whole model (about 540 MB for SmolLM2-135M beside its
 ~100 MB of blocks), which undoes what the quantized residency is for. The integer kernels
 (``llmnb.kernels.integer``) read a block once for a register block of rows and do every row's
 byte arithmetic, so a batch's cost grows slowly with T and the copy is not needed; the float
 kernels (``weights="quantized-float"``) grow faster, and take the copy from
-WIDE_ROWS_QUANTIZED rows on (``--paths quantized quantized-float quantized-float+W@X.T``
+COPY_ROWS_QUANTIZED rows on (``--paths quantized quantized-float quantized-float+W@X.T``
 measures all three).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ F32 = npt.NDArray[np.float32]
 Copy = F32 | F32Tiles      # W itself (out, in), or W in 64-output tiles (``F32Tiles``)
 
 
-def wide(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | None:
+def batch_copy(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | None:
     """A float32 (in, out) matrix -> its copy in tiles (`tiles`) or a contiguous (out, in) copy;
     a quantized one (``llmnb.kernels``' PackedMatrix, or PackedParts side by side) -> its
     dequantized (out, in) copy with `quantized`, else None (its kernels read its blocks
@@ -52,8 +52,8 @@ def wide(w_t: object, quantized: bool = False, tiles: bool = False) -> Copy | No
     return None
 
 
-def wide_size(w_t: object) -> int:
-    """Bytes the wide copy of one matrix would hold."""
+def batch_copy_size(w_t: object) -> int:
+    """Bytes the batch copy of one matrix would hold."""
     if isinstance(w_t, np.ndarray):
         return int(w_t.nbytes)
     if isinstance(w_t, PackedParts):
