@@ -141,7 +141,7 @@ def generate_speculative(model: Model, prompt: str | Sequence[int],
     capacity = min(len(ids) + max_new_tokens, c.n_ctx)      # as llmnb.generate's cache
     check_room(model, len(ids), capacity)
     transformer = model.transformer
-    on = transformer.weights.weights == "f32" if batch_copies is None else batch_copies
+    on = transformer.weights.kind == "f32" if batch_copies is None else batch_copies
     transformer.use_batch_copies(on, quantized=on)
     cache = KVCache(c, min(c.n_ctx, capacity + 1 + len(ds) * kmax))
     for d in ds:

@@ -140,7 +140,7 @@ def costs_for(model: Model) -> VerifyCosts:
     w = model.transformer.weights
     # "f32", "quantized-float", or "quantized": the integer products (on a CPU without them,
     # quantized weights run the float kernels)
-    weights = "quantized-float" if w.weights == "quantized" and w.integer_isa is None else w.weights
+    weights = "quantized-float" if w.kind == "quantized" and w.integer_isa is None else w.kind
     copies = bool(model.transformer.copies_held)
     key = (f"{model.path} {weights}", int(numexpr.get_num_threads()), copies)
     if key not in _COSTS:

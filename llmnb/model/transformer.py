@@ -135,7 +135,7 @@ class Transformer:
         Each copy goes into its ``Linear``. Returns the bytes held (0: off, weights without a
         copy, or a copy that would leave less than a quarter of the available memory)."""
         w = self.weights
-        if w.residency != "resident" or (w.weights != "f32" and not quantized):
+        if w.residency != "resident" or (w.kind != "f32" and not quantized):
             on = False
         every = self.held_linears()
         if on and not self.copies_held:
@@ -175,7 +175,7 @@ class Transformer:
         (vocab x d x 4 bytes) takes less than a quarter of the available memory; returns the
         bytes it holds."""
         head = self.head
-        if head is None or self.weights.weights != "f32":
+        if head is None or self.weights.kind != "f32":
             return 0
         if head.copy is None and batch_copy_size(head.w_t) < 0.25 * available_memory():
             head.copy = batch_copy(head.w_t)

@@ -275,7 +275,7 @@ class Weights:
             raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)}, got {weights!r}")
         self.file = f
         self.config = config
-        self.weights = weights
+        self.kind = weights            # the weights kind: 'f32', 'quantized', 'quantized-float'
         self.residency = "resident" if weights in QUANTIZED else residency
         # the integer products' build (``llmnb.kernels.isa``), or None: the float kernels
         self.integer_isa = integer_isa() if weights == "quantized" else None
@@ -362,7 +362,7 @@ class Weights:
     def matrix(self, names: list[str], heads: tuple[int, ...] = (0, 0, 0)) -> Matrix:
         """Weights `names` (out_i, in) stacked along the outputs, their rows un-permuted
         where heads[i] > 0: float32 (in, sum out_i), or quantized (``Product``)."""
-        if self.weights == "f32":
+        if self.kind == "f32":
             mats = [self.tensor(n) for n in names]
             mats = [unpermute_qk(w, h) if h else w for w, h in zip(mats, heads)]
             return transposed(mats[0] if len(mats) == 1 else np.concatenate(mats))

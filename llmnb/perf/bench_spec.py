@@ -196,7 +196,7 @@ def worker(model: str, threads: int, repeats: int, weights: str = "quantized",
         path = (need_data_dir("spec") / "models" / "tiny-ar.gguf" if model == "tiny-ar"
                 else llmnb.hub.resolve(model))
         m = llmnb.load(path, weights=weights)                   # plain and speculative alike
-        weights = m.transformer.weights.weights                  # weights ready before timing
+        weights = m.transformer.weights.kind                  # weights ready before timing
         sets = {name: v for name, v in (tiny_sets() if model == "tiny-ar" else SMOL_SETS).items()
                 if not only or name in only}
         n = MAX_NEW[model]
