@@ -5,7 +5,8 @@ Two kinds of weights (``llmnb.load(..., weights=...)``):
 - ``quantized``: every matrix keeps its GGUF blocks, repacked once at load into the
   layout ``llmnb.kernels`` streams (``kernels/layout.py``), and multiplies itself
   (``blocks.Product``). Decoding then reads about the file's bytes per weight per token
-  (Q4_1: 0.75 with float32 scales) instead of 4. A type without a kernel (Q2_K, Q3_K)
+  (Q4_1: 0.625 in the integer kernels' layout, whose scales stay float16; 0.75 in the float
+  kernels', with float32 scales) instead of 4. A type without a kernel (Q2_K, Q3_K)
   and F32 become float32 copies, named once on stderr when they are not F32. Where the
   integer products run, their arrays are then gathered into a few buffers in the order a
   decode step reads them (``integer.gather``: 2 MB pages).
