@@ -195,6 +195,35 @@ def test_gathered_weights_multiply_the_same_from_shared_aligned_buffers(
     assert 1 < len(bases) < len(arrays)                          # shared, in a few buffers
 
 
+@pytest.mark.skipif(not ISAS, reason="no integer kernels on this CPU")
+@pytest.mark.parametrize("t", [T.Q4_1, T.Q6_K], ids=type_name)
+def test_the_bound_product_gives_the_dispatched_ones_bits_and_other_buffers_go_around_it(
+        t: int) -> None:
+    raw, w = random_weight(t, 48, 512, 40)
+    x = np.random.default_rng(41).standard_normal((5, 512)).astype(np.float32)
+    want = I.matmul(x, w, I._host_isa())
+    assert w.call is None
+    first = w.matmul(x, np.empty((5, 48), np.float32))          # dispatched, then bound
+    assert w.call is not None and w.looked
+    for rows in (1, 5):                                        # the bound product
+        out = np.full((rows, 48), np.nan, np.float32)
+        assert w.matmul(x[:rows], out) is out
+        np.testing.assert_array_equal(out, want[:rows])
+    np.testing.assert_array_equal(first, want)
+    wide = np.full((5, 60), np.float32(7))                     # a column slice: around it
+    w.matmul(x, wide[:, 4:52])
+    np.testing.assert_array_equal(wide[:, 4:52], want)
+    assert (wide[:, :4] == 7).all() and (wide[:, 52:] == 7).all()
+    np.testing.assert_array_equal(w.matmul(x[:, :].astype(np.float64), np.empty((5, 48),
+                                                                                np.float32)),
+                                  want)                        # float64 rows: converted first
+    arrays = [getattr(w, n) for n in I.ARRAYS if getattr(w, n) is not None]
+    I.gather([w])                                              # new arrays: the binding goes
+    assert w.call is None and not w.looked and all(a is not b for a, b in zip(
+        arrays, [getattr(w, n) for n in I.ARRAYS if getattr(w, n) is not None]))
+    np.testing.assert_array_equal(w.matmul(x, np.empty((5, 48), np.float32)), want)
+
+
 def test_an_output_of_16_or_more_columns_not_a_multiple_of_16_is_padded_then_cut() -> None:
     raw, w = random_weight(T.Q8_0, 37, 256, 11)
     x = np.random.default_rng(12).standard_normal((2, 256)).astype(np.float32)

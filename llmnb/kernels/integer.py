@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -277,6 +279,11 @@ class IntMatrix:
     sc: npt.NDArray[np.generic] | None = None    # k-quants: (panels, 256-blocks, subs, 16)
     mn: npt.NDArray[np.generic] | None = None    # Q4_K/Q5_K: their minimums, the same shape
     qh: U8 | None = None   # 5-bit formats: each nibble's fifth bit, (panels, groups, 4, 2, 8)
+    # the compiled product this weight runs for C-contiguous float32 rows, bound at its first
+    # such call (``bind``), and its leading arguments: one call with no typing of arguments
+    call: Callable[..., None] | None = field(default=None, init=False, repr=False, compare=False)
+    lead: tuple[Any, ...] = field(default=(), init=False, repr=False, compare=False)
+    looked: bool = field(default=False, init=False, repr=False, compare=False)  # bind has run
 
     @property
     def activations(self) -> str:
@@ -292,8 +299,50 @@ class IntMatrix:
         return int(self.qs.nbytes + self.d.nbytes + sum(a.nbytes for a in extra))
 
     def matmul(self, x: F32, out: F32 | None = None) -> F32:
-        """x (T, n_in) @ W.T -> (T, n_out), in `out` if given."""
-        return matmul(x, self, _host_isa(), out)
+        """x (T, n_in) @ W.T -> (T, n_out), in `out` if given. A decode step makes a hundred of
+        these: rows and a buffer of the kinds the bound product was compiled for go straight to
+        it (the checks below are what its arguments' types say), anything else through
+        ``matmul``, whose first call binds it."""
+        if out is None:
+            out = np.empty((x.shape[0], self.n_out), np.float32)
+        call = self.call
+        if call is not None:
+            xf, of = x.flags, out.flags
+            if (x.dtype is FLOAT32 and out.dtype is FLOAT32 and x.ndim == 2 and out.ndim == 2
+                    and xf.c_contiguous and of.c_contiguous and xf.aligned and of.aligned
+                    and of.writeable and x.shape[1] == self.n_in
+                    and out.shape[0] == x.shape[0] and out.shape[1] == self.n_out):
+                call(*self.lead, x, out, self.n_in)
+                return out
+        y = matmul(x, self, _host_isa(), out)
+        if not self.looked:
+            self.bind(x, out)
+        return y
+
+    def bind(self, x: F32, out: F32) -> None:
+        """Keep the compiled product that ``matmul`` ran for x and out, if they are the kinds
+        the fast path checks for and the product writes `out` itself (no padded outputs)."""
+        if (self.n_panels * PANEL != self.n_out or x.dtype is not FLOAT32
+                or out.dtype is not FLOAT32 or not x.flags.c_contiguous
+                or not out.flags.c_contiguous or not out.flags.writeable):
+            return
+        block, two, one = _isas(_host_isa())
+        lead: tuple[Any, ...]
+        if self.ggml_type in LEGACY:
+            kernel: Any = legacy_product
+            lead = (block, two, one, self.nibbles, self.offset, self.qs, self.qh, self.d, self.m)
+        else:
+            kernel = kquant_product
+            lead = (block, two, one, self.nibbles, self.group, self.qs, self.qh, self.d, self.m,
+                    self.sc, self.mn)
+        self.call = compiled_entry(kernel, (*lead, x, out, self.n_in))
+        self.lead = lead if self.call is not None else ()
+        self.looked = True
+
+    def unbind(self) -> None:
+        """Forget the bound product (its arguments hold this weight's arrays): the next call
+        binds again."""
+        self.call, self.lead, self.looked = None, (), False
 
 
 @dataclass
@@ -348,6 +397,7 @@ def gather(weights: list[IntMatrix | IntParts]) -> int:
             view = buffer[at:at + a.nbytes].view(a.dtype)
             view[:] = a.reshape(-1)
             setattr(m, name, view)
+            m.unbind()
             at += aligned(a.nbytes)
     release_freed_pages()
     return sum(getattr(m, name).nbytes for m, name in arrays)
@@ -630,6 +680,18 @@ def kquant_product(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, x, out, 
     xsum = np.empty(x.shape[0] * n_in // group, np.int32)
     quantize_q8_k(x, xq, xd, xsum, group)
     kquant_matmul(isa, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, n_in)
+
+
+FLOAT32 = np.dtype(np.float32)
+
+
+def compiled_entry(kernel: Any, args: tuple[Any, ...]) -> Callable[..., None] | None:
+    """The machine code numba compiled `kernel` to for arguments of the types of `args`, as a
+    Python callable that skips the dispatcher (which types every argument on every call: about
+    a microsecond for a product's twelve), or None if it has not compiled them. The caller must
+    pass arguments of exactly those types."""
+    cres = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in args))
+    return None if cres is None else cres.entry_point
 
 
 ROWS = 4          # rows per register block
