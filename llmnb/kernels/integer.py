@@ -35,7 +35,7 @@ sums are multiplied by their integer scales and added as integers, and the float
 per 256 inputs: d dx sum_s sc_s isum_s - dmin dx sum_s m_s sum(qx over s).
 
 The file reads in that order: the activations' quantizers, the weights' layout, the kernels
-that read both, the call from Python. It is one module of about 600 lines because the three
+that read both, the call from Python. It is one module of about 750 lines because the three
 parts are one contract (a block's quants, offsets and scales as ``pack`` lays them out are
 what the kernels and the activations' sums assume); split, one format's definition would
 sit in three files.
