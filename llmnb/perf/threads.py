@@ -4,7 +4,9 @@ numpy's BLAS (OpenBLAS, via threadpoolctl), numexpr and numba (``llmnb.kernels``
 keep their own pool, and each picks its own default; setting all three in one place makes
 thread counts, and so benchmark figures, deterministic. They never run at once: a numba
 kernel calls no BLAS, and numpy calls happen between kernels, so n threads each is not
-oversubscription.
+oversubscription, except that OpenBLAS's idle threads go on spinning after a call unless
+their timeout was set before numpy loaded OpenBLAS: a pass that alternates small BLAS calls
+with parallel kernels runs BLAS on one thread (``one_blas_thread``).
 """
 from __future__ import annotations
 
