@@ -10,7 +10,7 @@ import pytest
 from llmnb.errors import UsageError
 from llmnb.perf.bench_cache import cache_worker
 from llmnb.perf.bench_ladder import REFERENCE, best, ladder_worker, targets
-from llmnb.perf.heldout import Prompt, is_valid, read_heldout, spread
+from llmnb.perf.heldout import Prompt, is_valid, read_heldout, separated, share, spread, wilson
 
 ROOT = Path(__file__).parent.parent
 MODELS = ROOT / "data" / "models"
@@ -44,8 +44,9 @@ def test_a_malformed_heldout_line_names_the_file_and_line(tmp_path: Path) -> Non
 
 def test_spread_takes_evenly_from_one_kind() -> None:
     ps = [Prompt(str(i), "f", ("x",), 2 if i % 2 else 1) for i in range(20)]
-    assert [p.prompt for p in spread(ps, "single", 4)] == ["0", "6", "12", "18"]
-    assert len(spread(ps, "multi", 50)) == 10 and spread(ps, "multi", 0) == []
+    assert [p.prompt for p in spread(ps, "single", 4)] == ["0", "4", "10", "14"]
+    assert len(spread(ps, "single", 7)) == 7                  # exactly n, not n rounded to a stride
+    assert len(spread(ps, "multi", 50)) == 10 and spread(ps, "multi", 0) == ps[1::2]
 
 
 def small_heldout(tmp_path: Path) -> Path:
@@ -122,3 +123,22 @@ def test_best_is_the_most_useful_tokens_per_forward_that_keeps_validity() -> Non
                 "multi")["method"] == REFERENCE
     with pytest.raises(UsageError, match="no rows of kind 'multi'"):
         best(rows[-1:], "multi")
+    # a cache-only rung keeps the reference's 16 forwards: never the best, never a target
+    cached = [row(REFERENCE, "multi", 0.5, 0.0, 16), row("cache: dual, blocks of 24", "multi",
+                                                          0.6, 0.0, 16)]
+    assert best(cached, "multi")["method"] == REFERENCE
+    assert "cache: dual" not in targets([r | {"model": "m", "nfe_ratio": 3.0, "speedup": 1.0,
+                                              "fidelity": 1.0} for r in cached])[0]
+
+
+def test_wilson_interval_matches_its_formula_and_stays_in_range() -> None:
+    # 81 of 100 by hand: centre (0.81 + 1.96^2 / 200) / (1 + 1.96^2 / 100) = 0.7985, half width
+    # 1.96 * sqrt(0.81 * 0.19 / 100 + 1.96^2 / 40000) / 1.0384 = 0.0763
+    low, high = wilson(81, 100)
+    assert (round(low, 4), round(high, 4)) == (0.7222, 0.8749)
+    assert wilson(0, 10)[0] == 0.0 and 0.0 < wilson(0, 10)[1] < 0.31
+    assert wilson(10, 10)[1] == 1.0 and 0.69 < wilson(10, 10)[0] < 1.0
+    assert share(3, 4) == "75.0% [30.1, 95.4] (3/4)"
+    assert separated((90, 100), (50, 100)) and not separated((60, 100), (50, 100))
+    with pytest.raises(ValueError, match="0 <= valid <= total"):
+        wilson(5, 4)

@@ -44,13 +44,14 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
                 ("diffusion tok/s (T=16)", "diffusion_tok_s", ".1f"),
                 ("diffusion scaling", "diffusion_scaling", ".2f")],
     "cache": [("model", "model", ""), ("answers", "kind", ""), ("setting", "setting", ""),
-              ("n", "prompts", ""), ("valid", "validity", ".1%"),
+              ("n", "prompts", ""), ("valid [95% interval]", "validity_ci", ""),
               ("exact match", "accuracy", ".1%"),
               ("mean steps", "nfe", ".2f"), ("mean steps", "mean_steps", ".2f"),
               ("s per prompt", "seconds", ".3f"), ("speed-up", "speedup", ".2f"),
               ("fidelity", "fidelity", ".1%")],
     "ladder": [("model", "model", ""), ("answers", "kind", ""), ("method", "method", ""),
-               ("n", "prompts", ""), ("valid", "validity", ".1%"), ("fidelity", "fidelity", ".1%"),
+               ("n", "prompts", ""), ("valid [95% interval]", "validity_ci", ""),
+               ("fidelity", "fidelity", ".1%"),
                ("steps (NFE)", "nfe", ".2f"), ("tokens per forward", "tokens_per_forward", ".1f"),
                ("rows per forward", "rows_per_forward", ".1f"), ("s per prompt", "seconds", ".3f"),
                ("speed-up", "speedup", ".2f"), ("remasked", "remasked", "")],
@@ -77,9 +78,10 @@ TITLES = {
                  "masked), against llama.cpp's fastest path, its all-F32 copy, first; GFLOP/s as "
                  "a fraction of sgemm measured in the same run",
     "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
-    "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (every 2nd held-out "
-             "prompt, 48 positions, 16 even steps, 1 thread); speed-up and fidelity against the "
-             "uncached run with the same blocks",
+    "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (100 held-out "
+             "prompts of each kind, or all of a kind with fewer; 48 positions, 16 steps of the "
+             "cosine schedule, 1 thread); valid with its 95% interval; speed-up and fidelity "
+             "against the uncached run with the same blocks",
     "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt ({windows}, 1 "
           "thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
     "spec": "Speculative decoding vs plain greedy decoding on the same weights, identical tokens "
@@ -87,8 +89,9 @@ TITLES = {
             "geometric mean over the set (one row per set; the JSON has every prompt); verify = "
             "the product a batch of draft rows goes through (kernels: the quantized blocks; "
             "copies: float32 copies multiplied as W @ X.T)",
-    "ladder": "Training-free parallel decoding on the tiny diffusion models (48 positions, 1 "
-              "thread); reference = 16 steps of low_confidence without a cache; fidelity = tokens "
+    "ladder": "Training-free parallel decoding on the tiny diffusion models (every held-out "
+              "prompt, 48 positions, 1 thread); reference = 16 steps of the cosine schedule in "
+              "probability order without a cache; valid with its 95% interval; fidelity = tokens "
               "equal to the reference's; speed-up = the reference's denoising time over the "
               "method's",
 }
@@ -126,10 +129,13 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def summary_rows(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """spec: the set's geometric-mean row only (per-prompt rows stay in the JSON)."""
+    """spec: the set's geometric-mean row only (per-prompt rows stay in the JSON). Rows with a
+    validity interval (cache, ladder) print it beside the validity."""
     if name == "spec" and any("prompt" in r for r in rows):
         return [r for r in rows if r.get("prompt") in (None, "geo. mean")]
-    return rows
+    return [r | {"validity_ci": f"{100 * r['validity']:.1f}% [{100 * r['validity_low']:.1f}, "
+                                f"{100 * r['validity_high']:.1f}]"}
+            if "validity_low" in r else r for r in rows]
 
 
 def with_roofline(rows: list[dict[str, Any]], machine: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,18 +1,19 @@
 """``llmnb bench cache``: the inter-step K/V cache on the tiny diffusion models, as the paper's
 Tables 4 and 6 measure it, in miniature.
 
-Over held-out prompts (``heldout.py``; single- and multi-answer prompts apart), 48 positions,
-16 steps (LLaDA's even schedule and probability rule), one thread, each prompt is denoised
-without the cache and with each cache (``llmnb/diffusion/cache.py``): diffuse-cpp's active
-set over one block, Fast-dLLM's prefix and dual caches over blocks of 24, each against the
-uncached run with the same blocks, and entropy_exit against the fixed 16 steps. Per row:
-speed-up (the uncached run's time over this one's, summed over the prompts), fidelity
-(tokens equal to the uncached run's), validity, mean steps, and both throughputs: canvas
-tokens per second (diffuse-cpp's figure, end-of-text filler included) and useful tokens
-(up to the first end of text) per second. The "entropy_exit + cache" row is taken over
-the prompts where entropy_exit needs at least 2 steps (the cache acts from the second
-step on; on one-step answers it cannot), against uncached entropy_exit on the same
-prompts, and is left out where there are none.
+Over 100 held-out prompts of each kind spread through the file, or all of a kind with
+fewer (``heldout.py``; single- and multi-answer prompts apart), 48 positions, 16 steps (the
+cosine schedule and the probability rule: the strongest 16-step setting), one thread, each
+prompt is denoised without the cache and with each cache (``llmnb/diffusion/cache.py``):
+diffuse-cpp's active set over one block, Fast-dLLM's prefix and dual caches over blocks of 24,
+each against the uncached run with the same blocks, and entropy_exit against the fixed 16
+steps. Per row: speed-up (the uncached run's time over this one's, summed over the
+prompts), fidelity (tokens equal to the uncached run's), validity with its 95% interval, mean
+steps, and both throughputs: canvas tokens per second (diffuse-cpp's figure, end-of-text
+filler included) and useful tokens (up to the first end of text) per second. The
+"entropy_exit + cache" row is taken over the prompts where entropy_exit needs at least 2
+steps (the cache acts from the second step on; on one-step answers it cannot), against
+uncached entropy_exit on the same prompts, and is left out where there are none.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ SETTINGS: dict[str, tuple[dict[str, Any], str]] = {   # name: (diffuse's argumen
                      "no cache"),
 }
 PLAIN, CACHED = "entropy_exit (2+ steps)", "entropy_exit + cache (2+ steps)"
-COMMON: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
+COMMON: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "cosine",
                           "remasking": "probability"}
 
 
@@ -60,7 +61,7 @@ def cache_worker(model_path: str, heldout: str, per_kind: int) -> list[dict[str,
     return rows
 
 
-def cache_rows(per_kind: int = 40) -> list[dict[str, Any]]:
+def cache_rows(per_kind: int = 100) -> list[dict[str, Any]]:
     """``cache_worker``'s rows for each tiny diffusion model, each in a fresh subprocess."""
     return on_tiny_models("llmnb.perf.bench_cache", "cache_worker", "cache", per_kind)
 

@@ -1,12 +1,13 @@
 """``llmnb bench ladder``: training-free parallel decoding, measured in forwards per answer.
 
-On the tiny diffusion models, single- and multi-answer held-out prompts apart (``heldout.py``),
-48 positions, one thread, each method against the reference, 16 steps of low_confidence
-(LLaDA's: the even schedule, probability order, no cache). Per method: forwards per answer
-(NFE), committed tokens per forward (canvas positions, and useful ones: up to the first end
-of text), recomputed rows per forward, wall time per answer (the denoising loop), validity,
-fidelity (tokens equal to the reference's), and relative to the reference: NFE ratio,
-validity difference in points, speed-up.
+On the tiny diffusion models, over every held-out prompt (``heldout.py``), single- and
+multi-answer prompts apart, 48 positions, one thread, each method against the reference: 16
+steps of the cosine schedule in probability order, no cache (the strongest 16-step setting:
+the even schedule loses tens of points on tiny-dream's multi-answer prompts). Per method:
+forwards per answer (NFE), committed tokens per forward (canvas positions, and useful ones: up
+to the first end of text), recomputed rows per forward, wall time per answer (the denoising
+loop), validity with its 95% interval, fidelity (tokens equal to the reference's), and
+relative to the reference: NFE ratio, validity difference in points, speed-up.
 
 The rungs: one step; entropy_exit (diffuse-cpp); Fast-dLLM's threshold and factor; EB-Sampler
 (diffusers' defaults, seeded, and greedy); KLASS; WINO; and on the reference's 16 steps the
@@ -14,10 +15,10 @@ caches: diffuse-cpp's, Fast-dLLM's prefix and dual (blocks of 24), elastic (wind
 and 8), DPad's suffix window (blocks of 16, 8 positions beyond), dual with the suffix window;
 and Fast-dLLM's threshold with its dual cache and with elastic, the pairings of their papers.
 
-Targets (on the multi-answer prompts): some method needs at least 3x fewer forwards
-than the reference at no more than 1 point lower validity; some cache beats the dual
-cache's speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them;
-``best`` picks the method the break-even of the notebooks is built on.
+Targets (multi-answer prompts): some training-free method needs at least 3x fewer forwards
+than the reference at no more than 1 point lower validity; some cache beats the dual cache's
+speed-up by 1.5x at 99% fidelity or better. ``targets`` says which rows meet them; ``best``
+picks the method the break-even of the notebooks is built on.
 """
 from __future__ import annotations
 
@@ -25,12 +26,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmnb.errors import UsageError
-from llmnb.perf.heldout import kinds, on_tiny_models, run_settings
-from llmnb.perf.inputs import has_data
+import numpy as np
 
-REFERENCE = "low_confidence, 16 steps"
-BASE: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "even",
+from llmnb.ar import generate
+from llmnb.diffusion.engine import diffuse
+from llmnb.errors import UsageError
+from llmnb.model.model import Model
+from llmnb.perf.heldout import KINDS, kinds, on_tiny_models, run_settings
+from llmnb.perf.inputs import has_data
+from llmnb.perf.threads import threads
+
+REFERENCE = "16 steps, cosine"
+BASE: dict[str, Any] = {"chat": True, "gen_length": 48, "steps": 16, "schedule": "cosine",
                         "remasking": "probability", "cache": False}
 OWN_RULE: dict[str, Any] = {"remasking": None}           # the scheduler's own rule
 METHODS: dict[str, dict[str, Any]] = {
@@ -62,14 +69,25 @@ METHODS: dict[str, dict[str, Any]] = {
 DUAL = "cache: dual, blocks of 24"
 
 
+def training_free(method: str) -> bool:
+    """A rung that changes how many forwards an answer takes (the cache-only rungs keep the
+    reference's 16)."""
+    return method != REFERENCE and not method.startswith("cache:")
+
+
 def ladder_worker(model_path: str, heldout: str, per_kind: int,
-                  methods: list[str] | None = None) -> list[dict[str, Any]]:
+                  methods: list[str] | None = None, only: str = "") -> list[dict[str, Any]]:
     """One tiny diffusion model, 1 thread: each method on up to `per_kind` prompts of each
-    kind, the reference first; rows of figures."""
+    kind (all of them when `per_kind` <= 0; of kind `only` alone when given), the reference
+    first; rows of figures."""
+    if only and only not in KINDS:
+        raise UsageError(f"bench ladder: only={only!r}; expected one of {', '.join(KINDS)}")
     names = [REFERENCE] + [n for n in (methods or list(METHODS)) if n != REFERENCE]
     settings = {n: BASE | METHODS[n] for n in names}
     rows: list[dict[str, Any]] = []
     for m, kind, chosen in kinds(model_path, heldout, per_kind, BASE):
+        if only and kind != only:
+            continue
         tallies, _ = run_settings(m, chosen, settings, {n: REFERENCE for n in names})
         base, ref = tallies[REFERENCE], tallies[REFERENCE].row()
         for name, tally in tallies.items():
@@ -91,7 +109,8 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"{model}: no multi-answer prompts in this held-out set")
             continue
         fewer = [f"{n} ({r['nfe_ratio']:.1f}x, {r['validity_delta']:+.1f} pt)"
-                 for n, r in multi.items() if r["nfe_ratio"] >= 3 and r["validity_delta"] >= -1]
+                 for n, r in multi.items()
+                 if training_free(n) and r["nfe_ratio"] >= 3 and r["validity_delta"] >= -1]
         dual = multi[DUAL]["speedup"] if DUAL in multi else 0.0
         faster = [f"{n} ({r['speedup'] / dual:.2f}x dual's, fidelity {r['fidelity']:.3f})"
                   for n, r in multi.items()
@@ -104,16 +123,42 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
 
 def best(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     """The row of `kind` (one model's rows) that commits the most useful tokens per forward
-    at no more than 1 point lower validity than the reference (fewer forwards break a tie);
-    the reference itself when no other method keeps its validity."""
-    kept = [r for r in rows if r["kind"] == kind and r["validity_delta"] >= -1]
+    among the reference and the training-free methods at no more than 1 point lower validity
+    than the reference (fewer forwards break a tie); the reference itself when no other method
+    keeps its validity."""
+    kept = [r for r in rows if r["kind"] == kind and r["validity_delta"] >= -1
+            and (r["method"] == REFERENCE or training_free(r["method"]))]
     if not kept:
         raise UsageError(f"bench ladder: no rows of kind {kind!r} (kinds: "
                          f"{sorted({r['kind'] for r in rows})})")
     return max(kept, key=lambda r: (r["useful_per_forward"], -r["nfe"]))
 
 
-def ladder_rows(per_kind: int = 32) -> list[dict[str, Any]]:
+def breakeven_costs(ar: Model, diffusion: Model, prompt: str, gen_length: int = 48,
+                    new_tokens: int = 32, rounds: int = 4) -> tuple[float, float]:
+    """The two costs of the break-even (notebooks 16 and 17), 1 thread: seconds per token of
+    `ar`'s greedy decode (`new_tokens` after the chat-formatted `prompt`; the first comes from
+    the prefill) and seconds of one uncached forward of `diffusion` over the prompt and
+    `gen_length` masks. Timed in alternating rounds so that machine noise hits both, the first
+    round a warm-up; medians of the others."""
+    if rounds < 2:
+        raise UsageError(f"breakeven_costs: rounds is {rounds}; expected at least 2 (one warm-up)")
+    dec: list[float] = []
+    fwd: list[float] = []
+    with threads(1):
+        for rnd in range(rounds):
+            g = generate(ar, prompt, chat=True, max_new_tokens=new_tokens)
+            d = diffuse(diffusion, prompt, chat=True, gen_length=gen_length, steps=4, cache=False)
+            if rnd and g.stats.new_tokens > 1:
+                dec.append(g.stats.decode_s / (g.stats.new_tokens - 1))
+            if rnd:
+                fwd += d.stats.forward_s
+    if not dec:
+        raise UsageError(f"breakeven_costs: {prompt!r} ends after one token; no decode to time")
+    return float(np.median(dec)), float(np.median(fwd))
+
+
+def ladder_rows(per_kind: int = 0) -> list[dict[str, Any]]:
     """``ladder_worker``'s rows for each tiny diffusion model, each in a fresh subprocess;
     the targets' verdicts on stderr."""
     rows = on_tiny_models("llmnb.perf.bench_ladder", "ladder_worker", "ladder", per_kind)

@@ -6,11 +6,14 @@
 first). An older file with only `answer` reads as one answer, one mode. An answer is valid
 when the decoded text up to the end of text, stripped, equals one of `answers`, stripped.
 Single- and multi-answer prompts are reported apart: the multi-answer ones are where
-steps, schedulers and caches differ.
+steps, schedulers and caches differ. Every validity figure carries its 95% interval
+(``wilson``, printed by ``share``); two figures differ when their intervals do not overlap
+(``separated``).
 """
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +27,34 @@ from llmnb.perf.threads import threads
 from llmnb.perf.worker import run_worker
 
 KINDS = ("single", "multi")
+Z95 = 1.959963984540054          # the normal quantile of a two-sided 95% interval
+
+
+def wilson(valid: int, total: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson's score interval for a share `valid` / `total` (95% at the default z): unlike
+    the normal approximation it stays inside [0, 1] and is sound at 0 and at `total`
+    (Wilson 1927; Brown, Cai and DasGupta 2001)."""
+    if total <= 0 or not 0 <= valid <= total:
+        raise ValueError(f"wilson: expected 0 <= valid <= total and total > 0, got "
+                         f"{valid}/{total}")
+    p, z2 = valid / total, z * z
+    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
+    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
+    low = 0.0 if valid == 0 else max(0.0, centre - half)
+    return low, 1.0 if valid == total else min(1.0, centre + half)
+
+
+def share(valid: int, total: int) -> str:
+    """A validity figure as the notebooks print it: "62.5% [52.1, 71.9] (75/120)", the 95%
+    interval in brackets."""
+    low, high = wilson(valid, total)
+    return f"{100 * valid / total:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({valid}/{total})"
+
+
+def separated(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two shares (valid, total) differ: their 95% intervals do not overlap."""
+    (a_low, a_high), (b_low, b_high) = wilson(*a), wilson(*b)
+    return a_high < b_low or b_high < a_low
 
 
 @dataclass(frozen=True)
@@ -38,6 +69,10 @@ class Prompt:
     @property
     def kind(self) -> str:
         return "multi" if self.modes > 1 else "single"
+
+    def valid(self, text: str) -> bool:
+        """``is_valid`` on this prompt's answers."""
+        return is_valid(text, self.answers)
 
 
 def read_heldout(path: Path) -> list[Prompt]:
@@ -65,10 +100,12 @@ def is_valid(text: str, answers: tuple[str, ...]) -> bool:
 
 
 def spread(prompts: list[Prompt], kind: str, n: int) -> list[Prompt]:
-    """At most `n` prompts of one kind, evenly spaced through the file (all families)."""
+    """`n` prompts of one kind, evenly spaced through the file (all families); all of them
+    when `n` <= 0 or the file has no more."""
     of_kind = [p for p in prompts if p.kind == kind]
-    step = max(1, -(-len(of_kind) // n)) if n > 0 else 1
-    return of_kind[::step][:n]
+    if n <= 0 or n >= len(of_kind):
+        return of_kind
+    return [of_kind[i * len(of_kind) // n] for i in range(n)]
 
 
 @dataclass
@@ -105,7 +142,9 @@ class Tally:
     def row(self) -> dict[str, Any]:
         """The figures every table reports for it."""
         n, f = max(self.prompts, 1), max(self.forwards, 1)
-        return {"prompts": self.prompts, "validity": self.valid / n,
+        low, high = wilson(self.valid, self.prompts) if self.prompts else (0.0, 0.0)
+        return {"prompts": self.prompts, "valid": self.valid, "validity": self.valid / n,
+                "validity_low": low, "validity_high": high,
                 "fidelity": self.same / max(self.positions, 1), "nfe": self.forwards / n,
                 "tokens_per_forward": self.positions / f, "useful_per_forward": self.content / f,
                 "rows_per_forward": self.rows / f, "seconds": self.seconds / n,
@@ -116,7 +155,7 @@ class Tally:
 def kinds(model_path: str, heldout: str, per_kind: int,
           warm_up: dict[str, Any]) -> Iterator[tuple[Model, str, list[Prompt]]]:
     """The model (loaded once, one thread, warmed up by one run with `warm_up`) and up to
-    `per_kind` prompts of each kind that the file has."""
+    `per_kind` prompts of each kind that the file has (all of them when `per_kind` <= 0)."""
     prompts = read_heldout(Path(heldout))
     with threads(1):
         m = load(model_path)
