@@ -221,6 +221,23 @@ def _evict_keys_out_of_place(f: Callable[..., Any], self: Any) -> None:
     k[:, :, [0, 1]] = k[:, :, [1, 0]]                  # two keys swap slots, their values do not
 
 
+def _without_last(result: Any, *a: Any, **k: Any) -> Any:
+    return result[:-1] if len(result) > 1 else result   # one position (token) too few
+
+
+def _reversed(result: Any, *a: Any, **k: Any) -> Any:
+    return result[::-1]                                 # the order turned around
+
+
+def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
+                      *rest: Any) -> Any:
+    act = f(self, step, tokens, masked, *rest)
+    fresh = np.flatnonzero(act & ~masked)               # committed last step, not masked
+    if len(fresh):
+        act[fresh[0]] = False                           # one of them left stale
+    return act
+
+
 # ---- the table ----------------------------------------------------------------------------
 
 BITES: list[Bite] = [
@@ -275,6 +292,38 @@ BITES: list[Bite] = [
     Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
          instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",
          first="from llmnb.quant.gguf_file import quantize_file, describe_plan"),
+    Bite("02_quantization", 'pkg = dequantize(block, "Q4_0", (32,))',
+         "llmnb.quant.formats:dequantize", scaled(1.001), "values 0.1% too large"),
+    Bite("05_generation", "per_token = KVCache.bytes_for(c, 1)",
+         "llmnb.ar.kv_cache:KVCache.bytes_for", instead(_bytes_keys_only), "counts the keys only"),
+    Bite("08_roofline", "decode = rl.ar_decode(c, 4.0, context=40)",
+         "llmnb.perf.roofline:ar_decode",
+         with_args(context=80), "counts the attention of another context length"),
+    Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
+         scaled(1.001), "values 0.1% too large"),
+    Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
+         then(_without_last), "drafts one token too few"),
+    Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',
+         "llmnb.diffusion.remasking:order", then(_reversed), "commits the least confident first"),
+    Bite("12_masked_diffusion", "counts = {name: transfer_counts(name",
+         "llmnb.diffusion.transfer_schedule:transfer_counts", then(_reversed),
+         "the schedule runs backwards"),
+    Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
+         "commits the least probable first"),
+    Bite("14_entropy_exit", "h = -np.sum(p[p > 1e-10]", "llmnb.diffusion.remasking:entropy",
+         scaled(1.001), "entropies 0.1% too large"),
+    Bite("14_entropy_exit", "n_by_hand = min(B, max(n_sched, n_easy))",
+         "llmnb.diffusion.schedulers:EntropyExit.select", then(_without_last),
+         "commits one position too few"),
+    Bite("15_interstep_cache", "grid = np.zeros((n_steps, P + B))",
+         "llmnb.diffusion.cache:InterStepCache.recompute", instead(_forget_committed),
+         "one just-committed position not recomputed"),
+    Bite("16_fast_sampling", "first = np.flatnonzero(r.history[0] != MASK)",
+         "llmnb.diffusion.schedulers:entropy_bound_pick", then(_without_last),
+         "admits one position too few"),
+    Bite("17_regime_inversion", "plans[fmt] = plan_types(infos, fmt)",
+         "llmnb.quant.gguf_file:quantize_file", instead(_quantize_as_q8),
+         "writes Q8_0 whatever type is asked"),
     Bite("11_initial_key_cache", "def per_position(c):", "llmnb.ar.kv_cache:KVCache.bytes_for",
          instead(_bytes_keys_only), "counts the keys only"),
     Bite("11_initial_key_cache", "def by_hand(rows):", "llmnb.ar.kv_eviction:keep_mask",
@@ -289,9 +338,12 @@ SKIP: dict[str, tuple[str, ...]] = {
     "00_tour": ("summaries = {m.name: summarize",),
     "01_gguf": ("HTML(summary_html(f))",),
     "04_transformer": ("ax0.imshow(causal",),
+    "05_generation": ("def greedy_no_cache(ids, n_new):",
+                      "naive, cached = position_passes(len(prompt)"),
     "06_sampling": ("fig, axes = plt.subplots(len(settings)", "next_token_explorer(smol"),
     "07_perplexity": ("ax.plot(pos, mean", "ax.errorbar(size / 1e6"),
     "11_initial_key_cache": ("ax.imshow(kept[:, layer]",),
+    "17_regime_inversion": ("facts = machine.probe(",),
 }
 
 

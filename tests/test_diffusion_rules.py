@@ -86,6 +86,19 @@ def test_entropy_equals_its_definition() -> None:
     np.testing.assert_allclose(entropy(uniform), [np.log(64)], rtol=1e-6)
 
 
+def test_candidates_carry_the_softmax_probability_and_their_entropy_bit_for_bit() -> None:
+    from llmnb.softmax import softmax as llmnb_softmax
+    rng = np.random.default_rng(5)
+    logits = (rng.standard_normal((40, 300)) * 4).astype(np.float32)
+    positions = np.arange(40, dtype=np.int64)
+    for rule, temperature in (("probability", 0.0), ("low_confidence", 0.7), ("entropy", 0.0)):
+        c = propose(logits, positions, rule, temperature, np.random.default_rng(1))
+        assert np.array_equal(c.probability, llmnb_softmax(logits)[np.arange(40), c.tokens])
+        assert (c.known_entropy is None) == (rule != "entropy")   # computed only when asked for
+        assert np.array_equal(c.entropy, entropy(logits))
+        assert c.known_entropy is not None
+
+
 # --- the schedulers' choices on the same logits ----------------------------------------------
 
 def test_scheduler_choices_on_hand_made_logits() -> None:

@@ -47,8 +47,17 @@ class Candidates:
     positions: I64          # (m,) canvas positions
     tokens: I64             # (m,) proposed token per position
     confidence: F64         # (m,) larger = more certain (per the remasking rule)
-    entropy: F64            # (m,) nats, from the raw logits
     probability: F64        # (m,) p(token) under softmax(raw logits), float64 (LLaDA's)
+    logits: F32             # (m, V) the raw rows they were proposed from
+    known_entropy: F64 | None = None    # the rows' entropy, once a rule has asked for it
+
+    @property
+    def entropy(self) -> F64:
+        """(m,) nats, from the raw logits; computed when first asked for (only entropy_exit
+        and the ``entropy`` rule read it, and it costs as much as the probabilities)."""
+        if self.known_entropy is None:
+            self.known_entropy = entropy(self.logits)
+        return self.known_entropy
 
 
 def propose(logits: F32, positions: I64, remasking: str, temperature: float,
@@ -67,8 +76,11 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
         tokens = np.argmax(np.exp(z) / gumbel, axis=1)
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
-    ent = entropy(logits)
-    prob = softmax(logits)[rows, tokens]
+    z = logits.astype(np.float64)                                    # (m, V)
+    z -= z.max(axis=1, keepdims=True)
+    top = z[rows, tokens]                                            # before exp overwrites z
+    prob = np.exp(top) / np.exp(z, out=z).sum(axis=1)        # softmax(logits)[rows, tokens]
+    ent: F64 | None = None
     conf: F64
     if remasking == "low_confidence" and temperature <= 0.0:
         conf = logits[rows, tokens].astype(np.float64)
@@ -80,10 +92,12 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
         top2 = np.partition(logits, -2, axis=1)[:, -2:].astype(np.float64)   # (m, 2) ascending
         conf = top2[:, 1] - top2[:, 0]
     elif remasking == "entropy":
+        ent = entropy(logits)
         conf = -ent if temperature <= 0.0 else -entropy(logits, temperature)
     else:  # random
         conf = np.asarray(rng.random(size=(m,)), dtype=np.float64)
-    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), ent, prob)
+    return Candidates(positions, tokens.astype(np.int64), conf.astype(np.float64), prob, logits,
+                      ent)
 
 
 def order(c: Candidates) -> I64:
