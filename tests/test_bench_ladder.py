@@ -10,7 +10,7 @@ import pytest
 from llmnb.errors import UsageError
 from llmnb.perf.bench_cache import cache_worker
 from llmnb.perf.bench_ladder import REFERENCE, best, ladder_worker, targets
-from llmnb.perf.heldout import Prompt, is_valid, read_heldout, separated, share, spread, wilson
+from llmnb.perf.heldout import Prompt, is_valid, read_heldout, spread
 
 ROOT = Path(__file__).parent.parent
 MODELS = ROOT / "data" / "models"
@@ -129,16 +129,3 @@ def test_best_is_the_most_useful_tokens_per_forward_that_keeps_validity() -> Non
     assert best(cached, "multi")["method"] == REFERENCE
     assert "cache: dual" not in targets([r | {"model": "m", "nfe_ratio": 3.0, "speedup": 1.0,
                                               "fidelity": 1.0} for r in cached])[0]
-
-
-def test_wilson_interval_matches_its_formula_and_stays_in_range() -> None:
-    # 81 of 100 by hand: centre (0.81 + 1.96^2 / 200) / (1 + 1.96^2 / 100) = 0.7985, half width
-    # 1.96 * sqrt(0.81 * 0.19 / 100 + 1.96^2 / 40000) / 1.0384 = 0.0763
-    low, high = wilson(81, 100)
-    assert (round(low, 4), round(high, 4)) == (0.7222, 0.8749)
-    assert wilson(0, 10)[0] == 0.0 and 0.0 < wilson(0, 10)[1] < 0.31
-    assert wilson(10, 10)[1] == 1.0 and 0.69 < wilson(10, 10)[0] < 1.0
-    assert share(3, 4) == "75.0% [30.1, 95.4] (3/4)"
-    assert separated((90, 100), (50, 100)) and not separated((60, 100), (50, 100))
-    with pytest.raises(ValueError, match="0 <= valid <= total"):
-        wilson(5, 4)

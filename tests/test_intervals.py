@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from llmnb.errors import UsageError
-from llmnb.perf.intervals import mean, proportion
+from llmnb.perf.intervals import mean, proportion, separated, share
 
 
 def test_wilson_interval_matches_its_published_values_and_stays_inside_0_1() -> None:
@@ -15,6 +15,13 @@ def test_wilson_interval_matches_its_published_values_and_stays_inside_0_1() -> 
                              (0, 20): (0.0, 0.1611), (1, 29): (0.0061, 0.1718)}.items():
         assert proportion(k, n) == pytest.approx((lo, hi), abs=1e-4)
     assert proportion(20, 20) == pytest.approx((1 - 0.1611, 1.0), abs=1e-4)
+    assert proportion(0, 20)[0] == 0.0 and proportion(20, 20)[1] == 1.0     # exactly, at the edges
+
+
+def test_share_prints_the_interval_and_separated_compares_two() -> None:
+    assert share(3, 4) == "75.0% [30.1, 95.4] (3/4)"
+    assert separated((90, 100), (50, 100)) and separated((50, 100), (90, 100))
+    assert not separated((60, 100), (50, 100))
 
 
 def test_wilson_interval_narrows_with_more_samples() -> None:

@@ -269,12 +269,16 @@ def block_layouts() -> Figure:
             w = nbytes * scale
             fc = FIELD[field.split()[0]]
             ax.add_patch(Rectangle((x, y), w, 1.4, fc=fc, ec="white", lw=1.2))
-            text = field if w > 0.62 * len(field) * 0.9 else field.split()[0]
+            full = f"{field}: {nbytes} B"
+            text = (full if w > 0.5 * len(full) else field if w > 0.5 * len(field)
+                    else field.split()[0])
             if w >= 1.4:
                 label(ax, x + w / 2, y + 0.7, text, size=6.8, color="white")
             x += w
+        note = ("; qs byte j: element j in its low 4 bits, j + 16 in its high 4"
+                if name == "Q4_0" else "")
         label(ax, x + 0.4, y + 0.7, f"{total} B / {fmt.block_size} weights = "
-              f"{fmt.bits_per_weight:.4g} bits per weight", size=7.5, ha="left", color=MUTED)
+              f"{fmt.bits_per_weight:.4g} bits per weight{note}", size=7.5, ha="left", color=MUTED)
 
     label(ax, 0.6, 24.4,
           "blocks of 32 weights (bytes drawn 4x wider than for the super-blocks below)",

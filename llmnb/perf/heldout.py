@@ -7,13 +7,11 @@ first). An older file with only `answer` reads as one answer, one mode. An answe
 when the decoded text up to the end of text, stripped, equals one of `answers`, stripped.
 Single- and multi-answer prompts are reported apart: the multi-answer ones are where
 steps, schedulers and caches differ. Every validity figure carries its 95% interval
-(``wilson``, printed by ``share``); two figures differ when their intervals do not overlap
-(``separated``).
+(``llmnb.perf.intervals``).
 """
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,38 +21,11 @@ from llmnb.diffusion.engine import DiffusionResult, diffuse
 from llmnb.errors import UsageError
 from llmnb.model.model import Model, load
 from llmnb.perf.inputs import need_data_dir
+from llmnb.perf.intervals import proportion
 from llmnb.perf.threads import threads
 from llmnb.perf.worker import run_worker
 
 KINDS = ("single", "multi")
-Z95 = 1.959963984540054          # the normal quantile of a two-sided 95% interval
-
-
-def wilson(valid: int, total: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson's score interval for a share `valid` / `total` (95% at the default z): unlike
-    the normal approximation it stays inside [0, 1] and is sound at 0 and at `total`
-    (Wilson 1927; Brown, Cai and DasGupta 2001)."""
-    if total <= 0 or not 0 <= valid <= total:
-        raise ValueError(f"wilson: expected 0 <= valid <= total and total > 0, got "
-                         f"{valid}/{total}")
-    p, z2 = valid / total, z * z
-    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
-    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
-    low = 0.0 if valid == 0 else max(0.0, centre - half)
-    return low, 1.0 if valid == total else min(1.0, centre + half)
-
-
-def share(valid: int, total: int) -> str:
-    """A validity figure as the notebooks print it: "62.5% [52.1, 71.9] (75/120)", the 95%
-    interval in brackets."""
-    low, high = wilson(valid, total)
-    return f"{100 * valid / total:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({valid}/{total})"
-
-
-def separated(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Whether two shares (valid, total) differ: their 95% intervals do not overlap."""
-    (a_low, a_high), (b_low, b_high) = wilson(*a), wilson(*b)
-    return a_high < b_low or b_high < a_low
 
 
 @dataclass(frozen=True)
@@ -142,7 +113,7 @@ class Tally:
     def row(self) -> dict[str, Any]:
         """The figures every table reports for it."""
         n, f = max(self.prompts, 1), max(self.forwards, 1)
-        low, high = wilson(self.valid, self.prompts) if self.prompts else (0.0, 0.0)
+        low, high = proportion(self.valid, self.prompts) if self.prompts else (0.0, 0.0)
         return {"prompts": self.prompts, "valid": self.valid, "validity": self.valid / n,
                 "validity_low": low, "validity_high": high,
                 "fidelity": self.same / max(self.positions, 1), "nfe": self.forwards / n,
