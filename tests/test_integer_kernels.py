@@ -20,7 +20,7 @@ from llmnb.quant import dequantize, quantize
 
 TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]
 ISAS = available()
-ROWS = (1, 2, 5, 9)          # one row; fewer than a register block; blocks and a remainder
+ROWS = (1, 2, 5, 7, 9, 15)   # one row; fewer than a register block; blocks and each remainder
 
 
 def random_weight(t: int, n_out: int, n_in: int, seed: int) -> tuple[np.ndarray, I.IntMatrix]:

@@ -67,3 +67,17 @@ def test_softmax_rows_is_the_float64_softmax_with_masked_and_causal_keys_exactly
     softmax_rows(got, t_rows, first)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(got == 0, want == 0)                  # hidden keys exactly 0
+
+
+def test_the_residual_add_and_norm_in_one_call_are_the_bits_of_the_two_apart() -> None:
+    from llmnb.kernels.rowwise import add_rms_norm, rms_norm
+
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal((5, 576)).astype(np.float32)
+    delta = rng.standard_normal((5, 576)).astype(np.float32)
+    w = rng.standard_normal(576).astype(np.float32)
+    apart = h + delta
+    want = rms_norm(apart, w, 1e-5)
+    got = add_rms_norm(h, delta, w, 1e-5, np.empty_like(h))
+    np.testing.assert_array_equal(h, apart)              # h is added to in place
+    np.testing.assert_array_equal(got, want)

@@ -67,17 +67,15 @@ def propose(logits: F32, positions: I64, remasking: str, temperature: float,
         raise UsageError(f"remasking: expected one of {', '.join(REMASKING)}, got {remasking!r}")
     m = logits.shape[0]
     rows = np.arange(m)
+    z = logits.astype(np.float64)                                    # (m, V)
+    z -= z.max(axis=1, keepdims=True)                                # per row: no overflow
     if temperature > 0.0:
         # exact categorical sampling of softmax(logits / T), in float64 (LLaDA, arXiv 2409.02908)
         u = rng.random(logits.shape)
         gumbel = (-np.log(u)) ** temperature
-        z = logits.astype(np.float64)
-        z -= z.max(axis=1, keepdims=True)                          # per row: no overflow
         tokens = np.argmax(np.exp(z) / gumbel, axis=1)
     else:
         tokens = np.argmax(logits, axis=1)                           # ties: lowest id
-    z = logits.astype(np.float64)                                    # (m, V)
-    z -= z.max(axis=1, keepdims=True)
     top = z[rows, tokens]                                            # before exp overwrites z
     prob = np.exp(top) / np.exp(z, out=z).sum(axis=1)        # softmax(logits)[rows, tokens]
     ent: F64 | None = None

@@ -7,12 +7,17 @@ round it to the other side of a quantization step, and the model turns that into
 of tenths. BLAS's matrix products are not row-exact across shapes: a row's dot products and sums
 are ordered by how many rows and keys the call holds, and a verify row sees masked keys (its
 tree's other branches, the batch's later tokens) that a decode step does not. So here every
-(row, head) is computed on its own, in one fixed order over the keys it may see and skipping the
-ones it may not:
+(row, head) is computed on its own, with every sum in an order fixed by the key's index alone:
 
-    s_j = (q . k_j) / sqrt(hd)   for each key j, summed over the head dimension in one order
-    p_j = exp(s_j - max s) / sum_j exp(s_j - max s)
-    out = sum_j p_j v_j          in key order
+    s_j = (q . k_j) / sqrt(hd)   per key: lanes of fused multiply-adds over the head dimension,
+                                 then the lanes by halving (``simd.key_scores`` does a block of
+                                 keys at once, ``simd.key_score`` one: the same bits)
+    p_j = exp(s_j - max s)       a key the row may not see: weight exactly 0
+    out = sum_j p_j v_j / sum_j p_j
+                                 the values in key order; the total lane by lane (``lane_sum``)
+
+A zero weight leaves every partial sum as it was, so a verify row, which sees a few masked keys
+more than its decode step, gets the decode step's bits.
 
 The numbers are those of ``llmnb.model.blocks.attention`` to float32 rounding; only the order is
 pinned. ``exact_attention`` takes q, k and v as arrays; ``cached_attention`` is a decode step's
@@ -30,111 +35,255 @@ import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compi
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.rowwise import exp_parts, rotate_head, scale_by_bits
-from llmnb.kernels.simd import fadd, fmul, fsplat_rows, fzero, lanes, load_floats, store_rows
-
-
-@njit(fastmath={"reassoc"}, cache=True)
-def dot(a, b):  # type: ignore[no-untyped-def]
-    """sum_i a_i b_i over two contiguous float32 vectors, in the one order this compiled loop
-    sums them (vector lanes, then the lanes together): an order that depends on nothing but
-    the length, so every key's score is the same bits in every call."""
-    total = np.float32(0)
-    for i in range(a.shape[0]):
-        total += a[i] * b[i]
-    return total
-
-
-@njit(inline="always")
-def seen(allowed, t, j):  # type: ignore[no-untyped-def]
-    """Whether row t sees key j: as `allowed` says, or (None) every key up to the row's limit."""
-    return allowed[t, j] if allowed is not None else True
+from llmnb.kernels.simd import (
+    fadd, fma, fmax, fsplat_rows, fzero, key_score, key_scores, lanes, load_floats, load_rows,
+    rows, store_floats, store_rows,
+)
 
 
 @njit(cache=True)
-def attend_row(isa, row, k, v, g, t, allowed, limit, scale, out, col, probs, h):  # type: ignore[no-untyped-def]
-    """One query row (hd,) of head h against key/value head g: the keys j < allowed.shape[1]
-    that allowed[t, j] names, or with `allowed` None the keys 0..limit (a causal row over a
-    cache), each scored in one fixed order; the result into out[t, col:col + hd], the weights
-    into probs[h, t] unless it is None. `isa`: the vectors of the weighted sum of values."""
-    hd = row.shape[0]
-    s_keys = allowed.shape[1] if allowed is not None else limit + 1
-    scores = np.empty(s_keys, np.float32)
-    weights = np.empty(s_keys, np.float32)
-    bits = np.empty(s_keys, np.int32)
+def row_max(isa, x, n, part):  # type: ignore[no-untyped-def]
+    """max(x[:n]) (exact in any order): a register of lanes' maxima, then the lanes and the
+    last n % lanes; part (lanes,) is scratch."""
+    m = lanes(isa)
+    full = n - n % m
     top = np.float32(-np.inf)
-    for j in range(s_keys):
-        sj = dot(row, k[g, j]) * scale if seen(allowed, t, j) else np.float32(-np.inf)
-        scores[j] = sj
-        if sj > top:
-            top = sj
-    for j in range(s_keys):
-        scores[j] -= top
-    exp_parts(scores, np.float32(1.0), weights, bits)
-    scale_by_bits(weights, bits)
-    total = np.float32(0)
-    for j in range(s_keys):
-        if seen(allowed, t, j):
-            total += weights[j]
-    # sum_j e_j v_j, each element in key order (a multiply, then an add, as the scalar loop
-    # does): four registers of outputs held across all the keys, not read and written per key
-    acc = np.zeros((1, hd), np.float32)
+    if full > 0:
+        acc = load_floats(isa, x, 0)
+        for j in range(m, full, m):
+            acc = fmax(acc, load_floats(isa, x, j))
+        store_floats(isa, part, 0, acc)
+        for lane in range(m):
+            top = max(top, part[lane])
+    for j in range(full, n):
+        top = max(top, x[j])
+    return top
+
+
+@njit(cache=True)
+def lane_sum(isa, x, n, part):  # type: ignore[no-untyped-def]
+    """sum(x[:n]) in an order fixed by each element's index: lane l sums the x[j] with j = l
+    mod lanes in order (a register of them), then the lanes are summed by halving in `part`
+    (lanes,). Zeros anywhere leave every partial sum as it was, so a row's masked keys (weight
+    0) and the keys a shorter row does not have give the same bits."""
+    m = lanes(isa)
+    full = n - n % m
+    acc = fzero(isa)
+    for j in range(0, full, m):
+        acc = fadd(acc, load_floats(isa, x, j))
+    store_floats(isa, part, 0, acc)
+    for j in range(full, n):
+        part[j - full] += x[j]
+    w = m
+    while w > 1:
+        w //= 2
+        for lane in range(w):
+            part[lane] = part[lane] + part[lane + w]
+    return part[0]
+
+
+TILE = 64          # keys per tile: 16 KB of float32 keys of 64 dimensions
+
+
+@njit(cache=True)
+def values_block(isa, flat, width, v, acc, r, j0, j1):  # type: ignore[no-untyped-def]
+    """acc[r + i] += sum_j weights[r + i, j] v[j] over keys j0 <= j < j1, for the R rows i of
+    `isa`, weights as `flat` (pairs * width) holds them: four registers of each row's outputs
+    held across the keys, each value register loaded once for all R rows."""
     n = lanes(isa)
+    hd = v.shape[1]
     full = hd - hd % (4 * n)
     for c in range(0, full, 4 * n):
-        a0 = fzero(isa)
-        a1 = fzero(isa)
-        a2 = fzero(isa)
-        a3 = fzero(isa)
+        a0 = load_rows(isa, acc, r, c)
+        a1 = load_rows(isa, acc, r, c + n)
+        a2 = load_rows(isa, acc, r, c + 2 * n)
+        a3 = load_rows(isa, acc, r, c + 3 * n)
+        for j in range(j0, j1):
+            e = fsplat_rows(isa, flat, r * width + j, width)
+            vj = v[j]
+            a0 = fma(e, load_floats(isa, vj, c), a0)
+            a1 = fma(e, load_floats(isa, vj, c + n), a1)
+            a2 = fma(e, load_floats(isa, vj, c + 2 * n), a2)
+            a3 = fma(e, load_floats(isa, vj, c + 3 * n), a3)
+        store_rows(isa, acc, r, c, a0)
+        store_rows(isa, acc, r, c + n, a1)
+        store_rows(isa, acc, r, c + 2 * n, a2)
+        store_rows(isa, acc, r, c + 3 * n, a3)
+    for i in range(rows(isa)):                    # the outputs past the last four registers
+        for d in range(full, hd):
+            a = acc[r + i, d]
+            for j in range(j0, j1):
+                a = np.float32(flat[(r + i) * width + j] * v[j, d] + a)
+            acc[r + i, d] = a
+
+
+@njit(cache=True, error_model="numpy")
+def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, out, probs,  # type: ignore[no-untyped-def]
+                scores, weights, bits, part, acc, totals):
+    """The (row, head) pairs r0 <= r < r1 of key/value head g: r // group is the row t,
+    r % group the head within the group, its query q[t, h*hd:(h+1)*hd]. Row t sees the keys j <
+    allowed.shape[1] that allowed[t, j] names, or with `allowed` None the keys 0..base + t.
+    The keys go by in tiles of TILE, each scored for every pair (then summed into the values for
+    every pair) while it sits in the first-level cache; each pair's sums keep their key order.
+    scores, weights, bits, part, acc and totals: the pairs' scratch rows, indexed by r."""
+    isa = isas[0]
+    hd = k.shape[2]
+    n = lanes(isa)
+    body = hd - hd % n
+    kg = k[g]
+    vg = v[g]
+    s_top = allowed.shape[1] if allowed is not None else base + t_rows
+    for j0 in range(0, s_top, TILE):             # the scores, a tile of keys for every pair
+        for r in range(r0, r1):
+            t = r // group
+            h = g * group + r % group
+            s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+            j1 = min(j0 + TILE, s_keys)
+            if j1 <= j0:
+                continue
+            row = q[t, h * hd:(h + 1) * hd]
+            sr = scores[r]
+            end = j1 - (j1 - j0) % n               # blocks of lanes keys, then one by one
+            for j in range(j0, end, n):
+                key_scores(isa, row, kg, j, sr)
+            for j in range(end, j1):
+                sr[j] = key_score(isa, row, kg, j)
+    for r in range(r0, r1):                       # each pair's weights and their total
+        t = r // group
+        h = g * group + r % group
+        s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+        sr = scores[r]
+        wr = weights[r]
+        if body < hd:                             # a head size past the last full vector
+            row = q[t, h * hd:(h + 1) * hd]
+            for j in range(s_keys):
+                for i in range(body, hd):
+                    sr[j] = np.float32(row[i] * kg[j, i] + sr[j])
+        if allowed is not None:                   # selects, not branches: they vectorize
+            seen = allowed[t]
+            for j in range(s_keys):
+                sr[j] = sr[j] * scale if seen[j] else np.float32(-np.inf)
+        else:
+            for j in range(s_keys):
+                sr[j] *= scale
+        top = row_max(isa, sr, s_keys, part[r])
         for j in range(s_keys):
-            if seen(allowed, t, j):
-                e = fsplat_rows(isa, weights, j, 0)
-                vj = v[g, j]
-                a0 = fadd(a0, fmul(e, load_floats(isa, vj, c)))
-                a1 = fadd(a1, fmul(e, load_floats(isa, vj, c + n)))
-                a2 = fadd(a2, fmul(e, load_floats(isa, vj, c + 2 * n)))
-                a3 = fadd(a3, fmul(e, load_floats(isa, vj, c + 3 * n)))
-        store_rows(isa, acc, 0, c, a0)
-        store_rows(isa, acc, 0, c + n, a1)
-        store_rows(isa, acc, 0, c + 2 * n, a2)
-        store_rows(isa, acc, 0, c + 3 * n, a3)
-    for j in range(s_keys):                    # the outputs past the last four registers
-        if seen(allowed, t, j):
-            e = weights[j]
-            for i in range(full, hd):
-                acc[0, i] += e * v[g, j, i]
-    for i in range(hd):
-        out[t, col + i] = acc[0, i] / total
-    if probs is not None:
-        for j in range(s_keys):
-            probs[h, t, j] = weights[j] / total if seen(allowed, t, j) else np.float32(0)
+            sr[j] -= top
+        exp_parts(sr[:s_keys], np.float32(1.0), wr[:s_keys], bits[r, :s_keys])
+        scale_by_bits(wr[:s_keys], bits[r, :s_keys])
+        if allowed is not None:
+            seen = allowed[t]
+            for j in range(s_keys):
+                wr[j] = wr[j] if seen[j] else np.float32(0)
+        for j in range(s_keys, s_top):            # keys a later row of the block sees
+            wr[j] = 0
+        totals[r] = lane_sum(isa, wr, s_keys, part[r])
+        for i in range(hd):
+            acc[r, i] = 0
+    # sum_j e_j v_j, a tile of values for blocks of four pairs (then two, one) side by side,
+    # each value register loaded once for them all: each output a chain of fused
+    # multiply-adds in key order. A block's keys run to its last pair's; the others' weights
+    # past their own keys are 0, which leaves their sums as they were.
+    width = weights.shape[1]
+    flat = weights.reshape(-1)
+    for j0 in range(0, s_top, TILE):
+        r = r0
+        while r < r1:
+            size = 4 if r + 4 <= r1 else 2 if r + 2 <= r1 else 1
+            t = (r + size - 1) // group
+            j1 = min(j0 + TILE, allowed.shape[1] if allowed is not None else base + t + 1)
+            if size == 4:
+                values_block(isas[2], flat, width, vg, acc, r, j0, j1)
+            elif size == 2:
+                values_block(isas[1], flat, width, vg, acc, r, j0, j1)
+            else:
+                values_block(isas[0], flat, width, vg, acc, r, j0, j1)
+            r += size
+    for r in range(r0, r1):
+        t = r // group
+        h = g * group + r % group
+        o = out[t, h * hd:(h + 1) * hd]
+        total = totals[r]
+        for i in range(hd):
+            o[i] = acc[r, i] / total
+        if probs is not None:
+            s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+            for j in range(s_keys):
+                probs[h, t, j] = weights[r, j] / total
+
+
+@njit(cache=True)
+def attend_all(isas, q, k, v, n_head, t_rows, allowed, base, scale, out, probs, threads):  # type: ignore[no-untyped-def]
+    """Every (row, head) of q (T, >= n_head hd) against k and v (nkv, >= S, hd) -> out (T,
+    n_head hd), and the weights into probs (nh, T, S) unless it is None: each key/value head's
+    pairs split into `threads` parts (each part reads its head's keys once, a tile at a
+    time)."""
+    n_kv, _, hd = k.shape
+    group = n_head // n_kv
+    per = group * t_rows
+    n = lanes(isas[0])
+    width = (allowed.shape[1] if allowed is not None else base + t_rows) + n
+    rh = n_head * t_rows
+    scores = np.empty((rh, width), np.float32)
+    weights = np.empty((rh, width), np.float32)
+    bits = np.empty((rh, width), np.int32)
+    part = np.empty((rh, n), np.float32)
+    acc = np.empty((rh, hd), np.float32)
+    totals = np.empty(rh, np.float32)
+    parts = max(1, min(per, threads))
+    if parts == 1:               # on one thread: no parallel region to start (2 us a call)
+        for g in range(n_kv):
+            a = g * per
+            attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, 0, per, out,
+                        probs, scores[a:a + per], weights[a:a + per], bits[a:a + per],
+                        part[a:a + per], acc[a:a + per], totals[a:a + per])
+        return
+    _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,
+         scores, weights, bits, part, acc, totals)
 
 
 @njit(parallel=True, cache=True)
-def exact_attention(isa, q, k, v, allowed, scale, out, probs):  # type: ignore[no-untyped-def]
+def _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,  # type: ignore[no-untyped-def]
+         scores, weights, bits, part, acc, totals):
+    """``attend_part`` over every part, a part per thread."""
+    for gp in prange(n_kv * parts):
+        g = gp // parts
+        p = gp % parts
+        a = g * per
+        attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale,
+                    per * p // parts, per * (p + 1) // parts, out, probs,
+                    scores[a:a + per], weights[a:a + per], bits[a:a + per], part[a:a + per],
+                    acc[a:a + per], totals[a:a + per])
+
+
+@njit(cache=True)
+def exact_attention(isa, two, four, q, k, v, allowed, scale, out, probs,  # type: ignore[no-untyped-def]
+                    threads):
     """q (nh, T, hd), k and v (nkv, >= S, hd), all contiguous, allowed (T, S) bool -> out
-    (T, nh * hd); `scale` multiplies the scores (1/sqrt(hd), float32); the weights into probs
-    (nh, T, S) unless it is None (a cache that watches attention, ``llmnb.ar.kv_eviction``).
-
-    A key a row may not see is skipped, not computed and masked: a verify row pays only for
-    the keys its own decode step would see."""
+    (T, nh * hd); isa, two and four: ``vectors()``, one, two and four rows (as three
+    arguments: numba's dispatcher takes 20 us to type a tuple of them); `scale` multiplies
+    the scores (1/sqrt(hd), float32); the weights into probs (nh, T, S) unless it is None (a
+    cache that watches attention, ``llmnb.ar.kv_eviction``);
+    `threads`: numba's threads (``numba.get_num_threads()``: read in compiled code, it would
+    keep the function from numba's cache)."""
     nh, t_rows, hd = q.shape
-    group = nh // k.shape[0]
-    for ht in prange(nh * t_rows):
-        h = ht // t_rows
-        t = ht % t_rows
-        attend_row(isa, q[h, t], k, v, h // group, t, allowed, 0, scale, out, h * hd, probs, h)
+    heads = np.empty((t_rows, nh * hd), np.float32)      # side by side, as qkv has them
+    for h in range(nh):
+        for t in range(t_rows):
+            heads[t, h * hd:(h + 1) * hd] = q[h, t]
+    attend_all((isa, two, four), heads, k, v, nh, t_rows, allowed, 0, scale, out, probs, threads)
 
 
-@njit(parallel=True, cache=True)
-def cached_attention(isa, qkv, n_head, cos, sin, keys, values, length, allowed, scale,  # type: ignore[no-untyped-def]
-                     out):
+@njit(cache=True)
+def cached_attention(isa, two, four, qkv, n_head, cos, sin, keys, values, length, allowed,  # type: ignore[no-untyped-def]
+                     scale, out, threads):
     """A causal step's attention over a KV cache it writes itself, in one call: qkv (T, (nh
     + 2 nkv) hd) as the projection wrote it; its q and k heads rotated in place as
     ``rowwise.rope_rows`` rotates them (cos, sin (T, r/2)); its k and v rows written into
     keys and values (nkv, capacity, hd) at positions length..length+T-1; then each (row, head)
     as ``exact_attention`` computes it, over keys 0..length+t, or those allowed (T, length+T)
     names -> out (T, nh * hd). The same bits as rotating, caching and ``exact_attention``
-    done apart."""
+    done apart (at any `threads`)."""
     t_rows = qkv.shape[0]
     n_kv, _, hd = keys.shape
     nq, nk = n_head * hd, n_kv * hd
@@ -145,20 +294,23 @@ def cached_attention(isa, qkv, n_head, cos, sin, keys, values, length, allowed, 
             for i in range(hd):
                 keys[g, length + t, i] = qkv[t, nq + g * hd + i]
                 values[g, length + t, i] = qkv[t, nq + nk + g * hd + i]
-    group = n_head // n_kv
-    for ht in prange(n_head * t_rows):
-        h = ht // t_rows
-        t = ht % t_rows
-        attend_row(isa, qkv[t, h * hd:(h + 1) * hd], keys, values, h // group, t, allowed,
-                   length + t, scale, out, h * hd, None, h)
+    attend_all((isa, two, four), qkv, keys, values, n_head, t_rows, allowed, length, scale, out,
+               None, threads)
 
 
-_ISA: list[simd.Isa] = []
+Isas = tuple[simd.Isa, simd.Isa, simd.Isa]
+_ISAS: list[Isas] = []
 
 
-def vectors() -> simd.Isa:
-    """The float vectors of this CPU, the kernels' first argument: the integer kernels' build
-    (``simd``: AVX-512's 16 lanes, else 8). Each lane's arithmetic is the same at any width."""
-    if not _ISA:
-        _ISA.append(simd.Isa(integer_isa() or "avx2"))
-    return _ISA[0]
+def isas(name: str) -> Isas:
+    """The kernels' first argument: instruction set `name`'s float vectors of one, two and four
+    rows (``simd.Isa``)."""
+    return simd.Isa(name, 1), simd.Isa(name, 2), simd.Isa(name, 4)
+
+
+def vectors() -> Isas:
+    """``isas`` of this CPU: the integer kernels' build (``simd``: AVX-512's 16 lanes, else 8).
+    Each lane's arithmetic is the same at any width."""
+    if not _ISAS:
+        _ISAS.append(isas(integer_isa() or "avx2"))
+    return _ISAS[0]

@@ -10,6 +10,7 @@ speculative verify batch needs, ``llmnb.kernels.attention``).
   summed in float64 as ggml sums them (in eight interleaved partial sums, then in order), the
   scale 1 / sqrt(mean + eps) in float32 and applied before the weight, as ggml's
   ``rms_norm`` then ``mul``.
+- ``add_rms_norm``: the residual add and the norm after it, in one call.
 - ``rope_rows``: the half-split rotation of ``blocks.apply_rope`` (pairs i, i + r/2), in
   place on the heads as the projection wrote them (a view, no copy): the same float32
   operations, so the same bits.
@@ -64,6 +65,22 @@ def rms_norm_rows(x, weight, eps, out):  # type: ignore[no-untyped-def]
         scale = np.float32(1.0) / np.sqrt(mean + eps)
         for i in range(n):
             out[r, i] = (x[r, i] * scale) * weight[i]
+
+
+def add_rms_norm(h: F32, delta: F32, weight: F32, eps: float, out: F32) -> F32:
+    """h += delta (the residual add), then RMSNorm of every row of h into `out`: one call
+    where a decode step made two, the same bits as ``h += delta`` and ``rms_norm`` apart."""
+    add_rms_norm_rows(h, delta, weight, np.float32(eps), out)
+    return out
+
+
+@njit(cache=True)
+def add_rms_norm_rows(h, delta, weight, eps, out):  # type: ignore[no-untyped-def]
+    """h (T, n) += delta (T, n), then ``rms_norm_rows`` of h into out."""
+    for r in range(h.shape[0]):
+        for i in range(h.shape[1]):
+            h[r, i] += delta[r, i]
+    rms_norm_rows(h, weight, eps, out)
 
 
 @njit(cache=True)

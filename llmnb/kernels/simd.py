@@ -1,5 +1,5 @@
 """Vector instructions for numba: the few the integer products (and the exact attention's
-weighted sum of values) need, as numba intrinsics over LLVM vector types.
+scores and weighted sum of values) need, as numba intrinsics over LLVM vector types.
 
 numba compiles Python loops to LLVM, which vectorises float arithmetic well but widens
 integer arithmetic to 64 bits, so it never emits the byte dot products a quantized product
@@ -32,7 +32,7 @@ Q8_0's q spans -128..127) can. ``dot4_wide`` is the product for those: with VNNI
 product (its offset, 128 * sum(x), is taken off by the caller: ``wide_offset``), on AVX2 the
 product of q itself by llama.cpp's sign trick (|q| times x with q's sign), offset 0.
 
-The module is long (about 540 lines) because each of its thirty operations is a typing rule
+The module is long (about 670 lines) because each of its thirty-odd operations is a typing rule
 and a few lines of LLVM IR; they share the vector type and its helpers, and read as one list.
 """
 from __future__ import annotations
@@ -365,6 +365,32 @@ def rows(typingctx: Any, isa: IsaType) -> Any:
 
 @_jit_only
 @intrinsic
+def load_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any) -> Any:
+    """R rows of float32: row k holds arr[r + k, c : c + lanes] (a 2-D float32 array whose rows
+    are contiguous, any row stride): what ``store_rows`` stores."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.dtype == types.float32):
+        raise TypeError(f"load_rows: expected a 2-D float32 array, got {arr}")
+    vt = _vec(isa, "f32")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        array = context.make_array(arr)(context, builder, args[1])
+        shape = cgutils.unpack_tuple(builder, array.shape, 2)
+        strides = cgutils.unpack_tuple(builder, array.strides, 2)
+        r0 = _ints(context, builder, args[2], sig.args[2])
+        col = _ints(context, builder, args[3], sig.args[3])
+        step = ir.Constant(r0.type, 1)
+        one = ir.VectorType(F32, vt.lanes)
+        regs = []
+        for k in range(isa.rows):
+            ptr = cgutils.get_item_pointer2(context, builder, array.data, shape, strides, "A",
+                                            [_index(builder, r0, k, step), col])
+            regs.append(builder.load(builder.bitcast(ptr, one.as_pointer()), align=4))
+        return _join(builder, regs)
+    return vt(isa, arr, r, c), codegen
+
+
+@_jit_only
+@intrinsic
 def store_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any, v: VectorType) -> Any:
     """arr[r + k, c : c + lanes] = row k of v, for each of its R rows (a 2-D float32 array
     whose rows are contiguous, any row stride)."""
@@ -387,6 +413,23 @@ def store_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any, v: Vector
     return types.void(isa, arr, r, c, v), codegen
 
 
+@_jit_only
+@intrinsic
+def store_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any, v: VectorType) -> Any:
+    """arr[i : i + lanes] = v (one row of float32; arr 1-D and contiguous), unaligned."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32
+            and arr.layout == "C" and isinstance(v, VectorType) and v.rows == 1):
+        raise TypeError(f"store_floats: expected a contiguous 1-D float32 array and one row, "
+                        f"got {arr}, {v}")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        builder.store(args[3], _pointer(context, builder, arr, args[1], index, args[3].type),
+                      align=4)
+        return context.get_dummy_value()
+    return types.void(isa, arr, i, v), codegen
+
+
 # --- arithmetic: elementwise, a one-row operand repeated over the other's rows -----------------
 
 def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
@@ -399,9 +442,9 @@ def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
     def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
         rows = sig.return_type.rows
         vals = [_repeat(builder, v, rows) if t.rows == 1 else v for v, t in zip(args, sig.args)]
-        if op == "fma":
+        if op in ("fma", "maxnum"):
             vt = vals[0].type
-            return _call(builder, f"llvm.fma.v{vt.count}f32", vt, vals)
+            return _call(builder, f"llvm.{op}.v{vt.count}f32", vt, vals)
         return getattr(builder, op)(*vals)
 
     if n_args == 2:
@@ -424,6 +467,7 @@ imul = _elementwise("mul", "i32")
 fadd = _elementwise("fadd", "f32")
 fmul = _elementwise("fmul", "f32")
 fma = _elementwise("fma", "f32", 3)          # a * b + c with one rounding
+fmax = _elementwise("maxnum", "f32")         # the larger of a and b, lane by lane
 
 
 @_jit_only
@@ -538,7 +582,113 @@ def wide_offset(typingctx: Any, isa: IsaType) -> Any:
     return types.int32(isa), codegen
 
 
-__all__ = ["ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmul",
-           "fsplat_rows", "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat",
-           "isplat_rows", "isub", "izero", "lanes", "load_bytes", "load_floats", "load_halves",
-           "load_widened", "low_nibbles", "rows", "store_rows", "to_floats", "wide_offset"]
+# --- the attention's scores: a row's dot products with keys, in one order however many -----------
+
+def _halving(n: int) -> list[tuple[list[int], list[int]]]:
+    """The picks that sum n vectors of n lanes into one whose lane m is vector m's lanes summed
+    by halving (lane l with lane l + n/2, then l with l + n/4, ... as ``_reduce_one`` does): at
+    each level two vectors holding keys in groups of g lanes give one holding twice the keys in
+    groups of g/2, as the first halves of every group (A) plus the second halves (B)."""
+    levels = []
+    g = n
+    while g > 1:
+        h = g // 2
+        a: list[int] = []
+        b: list[int] = []
+        for base in range(0, 2 * n, g):
+            a += list(range(base, base + h))
+            b += list(range(base + h, base + g))
+        levels.append((a, b))
+        g = h
+    return levels
+
+
+def _reduce_many(builder: ir.IRBuilder, vecs: list[ir.Value], n: int) -> ir.Value:
+    for a, b in _halving(n):
+        pa = ir.Constant(ir.VectorType(I32, n), a)
+        pb = ir.Constant(ir.VectorType(I32, n), b)
+        vecs = [builder.fadd(builder.shuffle_vector(x, y, pa), builder.shuffle_vector(x, y, pb))
+                for x, y in zip(vecs[0::2], vecs[1::2])]
+    return vecs[0]
+
+
+def _reduce_one(builder: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
+    g = n
+    while g > 1:
+        h = g // 2
+        v = builder.fadd(_lanes_of(builder, v, 0, h), _lanes_of(builder, v, h, h))
+        g = h
+    return builder.extract_element(v, ir.Constant(I32, 0))
+
+
+def _key_dots(context: Any, builder: ir.IRBuilder, isa: IsaType, sig: Any, args: Any,
+              count: int) -> list[ir.Value]:
+    """Vectors of lanes for keys j .. j + count - 1: lane l of key m sums row[c + l] *
+    keys[j + m, c + l] over the chunks c = 0, n, 2n, ... below hd (one fused multiply-add each,
+    in that order)."""
+    n = isa.nbytes // 4
+    vt = ir.VectorType(F32, n)
+    row = context.make_array(sig.args[1])(context, builder, args[1])
+    keys = context.make_array(sig.args[2])(context, builder, args[2])
+    hd = cgutils.unpack_tuple(builder, row.shape, 1)[0]
+    j = _ints(context, builder, args[3], sig.args[3])
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(vt, None)) for _ in range(count)]
+    with cgutils.for_range(builder, builder.udiv(hd, ir.Constant(hd.type, n))) as loop:
+        c = builder.mul(loop.index, ir.Constant(hd.type, n))
+        q = builder.load(builder.bitcast(builder.gep(row.data, [c]), vt.as_pointer()), align=4)
+        for m in range(count):
+            at = builder.add(builder.mul(builder.add(j, ir.Constant(j.type, m)), hd), c)
+            k = builder.load(builder.bitcast(builder.gep(keys.data, [at]), vt.as_pointer()),
+                             align=4)
+            builder.store(_call(builder, f"llvm.fma.v{n}f32", vt, [k, q, builder.load(accs[m])]),
+                          accs[m])
+    return [builder.load(a) for a in accs]
+
+
+def _rows_and_keys(row: Any, keys: Any) -> None:
+    if not (isinstance(row, types.Array) and row.ndim == 1 and row.dtype == types.float32
+            and row.layout == "C" and isinstance(keys, types.Array) and keys.ndim == 2
+            and keys.dtype == types.float32 and keys.layout == "C"):
+        raise TypeError(f"expected a contiguous float32 row and (S, hd) keys, got {row}, {keys}")
+
+
+@_jit_only
+@intrinsic
+def key_scores(typingctx: Any, isa: IsaType, row: Any, keys: Any, j: Any, out: Any) -> Any:
+    """out[j : j + lanes] = row . keys[j + m] for the next `lanes` keys m, each summed in the
+    order ``key_score`` sums it: the same bits, a block of keys at a time (their lanes are summed
+    together, a few shuffles for all of them). row (hd,), keys (S, hd) with hd a multiple of
+    lanes (the caller adds the rest), both contiguous."""
+    _rows_and_keys(row, keys)
+    _array(out, (types.float32,))
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        n = isa.nbytes // 4
+        total = _reduce_many(builder, _key_dots(context, builder, isa, sig, args, n), n)
+        j = _ints(context, builder, args[3], sig.args[3])
+        builder.store(total, _pointer(context, builder, sig.args[4], args[4], j, total.type),
+                      align=4)
+        return context.get_dummy_value()
+    return types.void(isa, row, keys, j, out), codegen
+
+
+@_jit_only
+@intrinsic
+def key_score(typingctx: Any, isa: IsaType, row: Any, keys: Any, j: Any) -> Any:
+    """row . keys[j] over the multiples of lanes in hd: a vector of lanes, each summing its
+    elements chunk by chunk (fused multiply-adds), then the lanes by halving."""
+    _rows_and_keys(row, keys)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        n = isa.nbytes // 4
+        return _reduce_one(builder, _key_dots(context, builder, isa, sig, args, 1)[0], n)
+    return types.float32(isa, row, keys, j), codegen
+
+
+__all__ = [
+    "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmax", "fmul",
+    "fsplat_rows", "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows",
+    "isub", "izero", "key_score", "key_scores", "lanes", "load_bytes", "load_floats",
+    "load_halves", "load_rows", "load_widened", "low_nibbles", "rows", "store_floats", "store_rows",
+    "to_floats", "wide_offset"
+]

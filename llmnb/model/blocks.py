@@ -148,14 +148,17 @@ def attention_observed(q: F32, k: F32, v: F32, causal: bool, q_offset: int = 0,
     t = q.shape[1]
     per_row = key_mask is not None and key_mask.ndim == 2
     if t <= EXACT_ROWS and (causal or per_row):
+        from numba import get_num_threads
+
         from llmnb.kernels.attention import exact_attention, vectors   # numba on first use
 
         allowed = step_mask(causal, q_offset, t, k.shape[1], key_mask)   # (T, S)
         out = (np.empty((t, q.shape[0] * q.shape[2]), dtype=np.float32) if scratch is None
                else scratch.take("attn", t, q.shape[0] * q.shape[2]))
         probs = np.empty((q.shape[0], t, k.shape[1]), dtype=np.float32) if weights else None
-        exact_attention(vectors(), np.ascontiguousarray(q), heads_in_place(k), heads_in_place(v),
-                        allowed, np.float32(1.0 / np.sqrt(q.shape[2])), out, probs)
+        exact_attention(*vectors(), np.ascontiguousarray(q), heads_in_place(k), heads_in_place(v),
+                        allowed, np.float32(1.0 / np.sqrt(q.shape[2])), out, probs,
+                        get_num_threads())
         n_kv = k.shape[0]
         return out, None if probs is None else probs.reshape(n_kv, -1, t, k.shape[1])
     # (n_kv, g, T, S); in the scratch unless the caller keeps the weights (then their own)

@@ -220,8 +220,10 @@ class Transformer:
         cos_swa, sin_swa = self.rope_at(positions, True) if any(c.swa_layers) else (cos, sin)
         observe: Callable[[int, F32], None] | None = getattr(cache, "observe_attention", None)
         s, d = self.scratch, c.n_embd
+        from numba import get_num_threads
+
         from llmnb.kernels.attention import cached_attention, vectors  # numba on first use
-        from llmnb.kernels.rowwise import rms_norm as norm, rope_rows
+        from llmnb.kernels.rowwise import add_rms_norm, rms_norm as norm, rope_rows
 
         # a KV cache that lets a compiled call write its rows (``KVCache.in_place``), on a pass
         # the exact attention takes (a few causal or tree-masked rows): each layer's RoPE, cache
@@ -232,17 +234,21 @@ class Transformer:
                 or not (causal or (key_mask is not None and key_mask.ndim == 2))):
             cache_rows = None
         allowed: npt.NDArray[np.bool_] | None = None       # the pass's (T, S) mask, if it has one
+        threads = get_num_threads()
         scale = np.float32(1.0 / np.sqrt(c.head_dim))
         eps = c.rms_eps
         h = self.weights.embed(ids)                                        # (T, d), this pass's own
         if c.embd_scale != 1.0:
             h *= np.float32(c.embd_scale)
-        for i in range(c.n_layer if n_layers is None else n_layers):
+        count = c.n_layer if n_layers is None else n_layers
+        x: F32 | None = None              # the next layer's normed input, if the last one made it
+        for i in range(count):
             lw = self.weights.layer(i)
             qkv_proj, o_proj, gate_up_proj, down_proj = (
                 self.linears[i] if self.linears else projections(lw))
             slides = c.swa_layers[i] if c.swa_layers else False
-            x = norm(h, lw.attn_norm, eps, s.take("x", t, d))             # (T, d)
+            if x is None:
+                x = norm(h, lw.attn_norm, eps, s.take("x", t, d))         # (T, d)
             qkv = np.ascontiguousarray(qkv_proj.matmul(x, s.take("qkv", t, nq + 2 * nkv)))
             if lw.bqkv is not None:
                 qkv += lw.bqkv
@@ -261,8 +267,8 @@ class Transformer:
                 if allowed is None and (not causal or key_mask is not None):
                     allowed = step_mask(causal, length, t, length + t, key_mask)
                 a = s.take("attn", t, nq)
-                cached_attention(vectors(), qkv, c.n_head, cos, sin, keys, values, length, allowed,
-                                 scale, a)
+                cached_attention(*vectors(), qkv, c.n_head, cos, sin, keys, values, length,
+                                 allowed, scale, a, threads)
             else:
                 rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
                 q = qk[:, :c.n_head].transpose(1, 0, 2)                         # (nh, T, hd)
@@ -286,8 +292,8 @@ class Transformer:
             o = o_proj.matmul(a, s.take("delta", t, d))                    # (T, d)
             if lw.post_attn_norm is not None:
                 o = norm(o, lw.post_attn_norm, eps, o)
-            h += o                                           # h is this pass's own: added in place
-            x = norm(h, lw.ffn_norm, eps, s.take("x", t, d))
+            # h is this pass's own: added in place, then normed for the feed-forward
+            x = add_rms_norm(h, o, lw.ffn_norm, eps, s.take("x", t, d))
             gu = gate_up_proj.matmul(x, s.take("gu", t, 2 * c.n_ff))      # (T, 2 ff)
             ff = s.take("ff", t, c.n_ff)                                              # (T, ff)
             if c.ffn_act == "gelu":
@@ -297,8 +303,18 @@ class Transformer:
             f = down_proj.matmul(ff, s.take("delta", t, d))               # (T, d)
             if lw.post_ffn_norm is not None:
                 f = norm(f, lw.post_ffn_norm, eps, f)
-            h += f
+            after = self._attn_norm(i + 1) if i + 1 < count else None
+            if after is not None:            # the residual add and the next layer's norm
+                x = add_rms_norm(h, f, after, eps, s.take("x", t, d))
+            else:
+                h += f
+                x = None
         return norm(h, self.weights.output_norm, eps)
+
+    def _attn_norm(self, i: int) -> F32 | None:
+        """Layer i's attention norm if its weights are held (streamed weights load a layer only
+        when it runs)."""
+        return self.weights.layer(i).attn_norm if self.weights.residency == "resident" else None
 
     def rope_at(self, positions: I64, swa: bool) -> tuple[F32, F32]:
         """RoPE's cos and sin at `positions`, (T, rope_dim/2) each: rows of tables built once
