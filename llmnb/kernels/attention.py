@@ -85,6 +85,12 @@ def lane_sum(isa, x, n, part):  # type: ignore[no-untyped-def]
 TILE = 64          # keys per tile: 16 KB of float32 keys of 64 dimensions
 
 
+@njit(inline="always")
+def keys_seen(allowed, base, t):  # type: ignore[no-untyped-def]
+    """How many keys row t spans: the mask's width, or with `allowed` None (causal) base + t + 1."""
+    return allowed.shape[1] if allowed is not None else base + t + 1
+
+
 @njit(cache=True)
 def values_block(isa, flat, width, v, acc, r, j0, j1):  # type: ignore[no-untyped-def]
     """acc[r + i] += sum_j weights[r + i, j] v[j] over keys j0 <= j < j1, for the R rows i of
@@ -132,12 +138,12 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
     body = hd - hd % n
     kg = k[g]
     vg = v[g]
-    s_top = allowed.shape[1] if allowed is not None else base + t_rows
+    s_top = keys_seen(allowed, base, t_rows - 1)
     for j0 in range(0, s_top, TILE):             # the scores, a tile of keys for every pair
         for r in range(r0, r1):
             t = r // group
             h = g * group + r % group
-            s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+            s_keys = keys_seen(allowed, base, t)
             j1 = min(j0 + TILE, s_keys)
             if j1 <= j0:
                 continue
@@ -151,7 +157,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
     for r in range(r0, r1):                       # each pair's weights and their total
         t = r // group
         h = g * group + r % group
-        s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+        s_keys = keys_seen(allowed, base, t)
         sr = scores[r]
         wr = weights[r]
         if body < hd:                             # a head size past the last full vector
@@ -191,7 +197,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
         while r < r1:
             size = 4 if r + 4 <= r1 else 2 if r + 2 <= r1 else 1
             t = (r + size - 1) // group
-            j1 = min(j0 + TILE, allowed.shape[1] if allowed is not None else base + t + 1)
+            j1 = min(j0 + TILE, keys_seen(allowed, base, t))
             if size == 4:
                 values_block(isas[2], flat, width, vg, acc, r, j0, j1)
             elif size == 2:
@@ -207,7 +213,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
         for i in range(hd):
             o[i] = acc[r, i] / total
         if probs is not None:
-            s_keys = allowed.shape[1] if allowed is not None else base + t + 1
+            s_keys = keys_seen(allowed, base, t)
             for j in range(s_keys):
                 probs[h, t, j] = weights[r, j] / total
 
@@ -222,7 +228,7 @@ def attend_all(isas, q, k, v, n_head, t_rows, allowed, base, scale, out, probs, 
     group = n_head // n_kv
     per = group * t_rows
     n = lanes(isas[0])
-    width = (allowed.shape[1] if allowed is not None else base + t_rows) + n
+    width = keys_seen(allowed, base, t_rows - 1) + n
     rh = n_head * t_rows
     scores = np.empty((rh, width), np.float32)
     weights = np.empty((rh, width), np.float32)
@@ -231,29 +237,35 @@ def attend_all(isas, q, k, v, n_head, t_rows, allowed, base, scale, out, probs, 
     acc = np.empty((rh, hd), np.float32)
     totals = np.empty(rh, np.float32)
     parts = max(1, min(per, threads))
+    scratch = (scores, weights, bits, part, acc, totals)
     if parts == 1:               # on one thread: no parallel region to start (2 us a call)
         for g in range(n_kv):
-            a = g * per
-            attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, 0, per, out,
-                        probs, scores[a:a + per], weights[a:a + per], bits[a:a + per],
-                        part[a:a + per], acc[a:a + per], totals[a:a + per])
+            attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, 1,
+                         g, scratch)
         return
     _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,
-         scores, weights, bits, part, acc, totals)
+         scratch)
 
 
 @njit(parallel=True, cache=True)
 def _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,  # type: ignore[no-untyped-def]
-         scores, weights, bits, part, acc, totals):
-    """``attend_part`` over every part, a part per thread."""
+         scratch):
+    """``attend_piece`` over every part, a part per thread."""
     for gp in prange(n_kv * parts):
-        g = gp // parts
-        p = gp % parts
-        a = g * per
-        attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale,
-                    per * p // parts, per * (p + 1) // parts, out, probs,
-                    scores[a:a + per], weights[a:a + per], bits[a:a + per], part[a:a + per],
-                    acc[a:a + per], totals[a:a + per])
+        attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts,
+                     gp, scratch)
+
+
+@njit(inline="always")
+def attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts,  # type: ignore[no-untyped-def]
+                 gp, scratch):
+    """Part gp % parts of key/value head gp // parts: ``attend_part`` on that head's rows of
+    the scratch arrays."""
+    g, p, a = gp // parts, gp % parts, gp // parts * per
+    scores, weights, bits, part, acc, totals = scratch
+    attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, per * p // parts,
+                per * (p + 1) // parts, out, probs, scores[a:a + per], weights[a:a + per],
+                bits[a:a + per], part[a:a + per], acc[a:a + per], totals[a:a + per])
 
 
 @njit(cache=True)

@@ -190,6 +190,22 @@ def _index(builder: ir.IRBuilder, base: ir.Value, k: int, stride: ir.Value) -> i
     return base if k == 0 else builder.add(base, builder.mul(stride, ir.Constant(stride.type, k)))
 
 
+def _row_pointers(context: Any, builder: ir.IRBuilder, sig: Any, args: Any, rows: int,
+                  as_type: ir.Type) -> list[ir.Value]:
+    """The addresses of arr[r + k, c] for k < rows, as pointers to `as_type`: the call's
+    arguments (isa, arr, r, c, ...), arr a 2-D array whose rows are contiguous."""
+    array = context.make_array(sig.args[1])(context, builder, args[1])
+    shape = cgutils.unpack_tuple(builder, array.shape, 2)
+    strides = cgutils.unpack_tuple(builder, array.strides, 2)
+    r0 = _ints(context, builder, args[2], sig.args[2])
+    col = _ints(context, builder, args[3], sig.args[3])
+    step = ir.Constant(r0.type, 1)
+    return [builder.bitcast(cgutils.get_item_pointer2(context, builder, array.data, shape,
+                                                      strides, "A",
+                                                      [_index(builder, r0, k, step), col]),
+                            as_type.as_pointer()) for k in range(rows)]
+
+
 def _array(arr: Any, dtypes: tuple[Any, ...]) -> None:
     if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype in dtypes):
         raise TypeError(f"expected a 1-D array of {dtypes}, got {arr}")
@@ -373,19 +389,9 @@ def load_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any) -> Any:
     vt = _vec(isa, "f32")
 
     def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
-        array = context.make_array(arr)(context, builder, args[1])
-        shape = cgutils.unpack_tuple(builder, array.shape, 2)
-        strides = cgutils.unpack_tuple(builder, array.strides, 2)
-        r0 = _ints(context, builder, args[2], sig.args[2])
-        col = _ints(context, builder, args[3], sig.args[3])
-        step = ir.Constant(r0.type, 1)
         one = ir.VectorType(F32, vt.lanes)
-        regs = []
-        for k in range(isa.rows):
-            ptr = cgutils.get_item_pointer2(context, builder, array.data, shape, strides, "A",
-                                            [_index(builder, r0, k, step), col])
-            regs.append(builder.load(builder.bitcast(ptr, one.as_pointer()), align=4))
-        return _join(builder, regs)
+        return _join(builder, [builder.load(ptr, align=4) for ptr in
+                               _row_pointers(context, builder, sig, args, isa.rows, one)])
     return vt(isa, arr, r, c), codegen
 
 
@@ -398,17 +404,10 @@ def store_rows(typingctx: Any, isa: IsaType, arr: Any, r: Any, c: Any, v: Vector
         raise TypeError(f"store_rows: expected a 2-D float32 array, got {arr}")
 
     def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
-        array = context.make_array(arr)(context, builder, args[1])
-        shape = cgutils.unpack_tuple(builder, array.shape, 2)
-        strides = cgutils.unpack_tuple(builder, array.strides, 2)
-        r0 = _ints(context, builder, args[2], sig.args[2])
-        col = _ints(context, builder, args[3], sig.args[3])
-        step = ir.Constant(r0.type, 1)
-        for k, reg in enumerate(_rows(builder, args[4], v.rows)):
-            row = _index(builder, r0, k, step)
-            ptr = cgutils.get_item_pointer2(context, builder, array.data, shape, strides, "A",
-                                            [row, col])
-            builder.store(reg, builder.bitcast(ptr, reg.type.as_pointer()), align=4)
+        regs = _rows(builder, args[4], v.rows)
+        for reg, ptr in zip(regs, _row_pointers(context, builder, sig, args, v.rows,
+                                                regs[0].type)):
+            builder.store(reg, ptr, align=4)
         return context.get_dummy_value()
     return types.void(isa, arr, r, c, v), codegen
 
