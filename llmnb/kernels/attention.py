@@ -34,14 +34,14 @@ from numba import njit, prange
 import llmnb.kernels.jit  # noqa: F401  (numba configured before the first compile)
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
-from llmnb.kernels.rowwise import exp_parts, rotate_head, scale_by_bits
+from llmnb.kernels.rowwise import exp_two, rotate_head
 from llmnb.kernels.simd import (
     fadd, fma, fmax, fsplat_rows, fzero, key_score, key_scores, lanes, load_floats, load_rows,
     rows, store_floats, store_rows,
 )
 
 
-@njit(cache=True)
+@njit(inline="always")
 def row_max(isa, x, n, part):  # type: ignore[no-untyped-def]
     """max(x[:n]) (exact in any order): a register of lanes' maxima, then the lanes and the
     last n % lanes; part (lanes,) is scratch."""
@@ -60,7 +60,7 @@ def row_max(isa, x, n, part):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(cache=True)
+@njit(inline="always")
 def lane_sum(isa, x, n, part):  # type: ignore[no-untyped-def]
     """sum(x[:n]) in an order fixed by each element's index: lane l sums the x[j] with j = l
     mod lanes in order (a register of them), then the lanes are summed by halving in `part`
@@ -138,6 +138,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
     body = hd - hd % n
     kg = k[g]
     vg = v[g]
+    powers = bits.view(np.float32)                 # 2^k of each weight's e^(s - top)
     s_top = keys_seen(allowed, base, t_rows - 1)
     for j0 in range(0, s_top, TILE):             # the scores, a tile of keys for every pair
         for r in range(r0, r1):
@@ -173,14 +174,17 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
             for j in range(s_keys):
                 sr[j] *= scale
         top = row_max(isa, sr, s_keys, part[r])
-        for j in range(s_keys):
-            sr[j] -= top
-        exp_parts(sr[:s_keys], np.float32(1.0), wr[:s_keys], bits[r, :s_keys])
-        scale_by_bits(wr[:s_keys], bits[r, :s_keys])
+        br = bits[r]
+        for j in range(s_keys):                   # e^(s - top) in two parts (``exp_two``)
+            wr[j], br[j] = exp_two(sr[j] - top)
+        two_k = powers[r]
         if allowed is not None:
             seen = allowed[t]
             for j in range(s_keys):
-                wr[j] = wr[j] if seen[j] else np.float32(0)
+                wr[j] = wr[j] * two_k[j] if seen[j] else np.float32(0)
+        else:
+            for j in range(s_keys):
+                wr[j] *= two_k[j]
         for j in range(s_keys, s_top):            # keys a later row of the block sees
             wr[j] = 0
         totals[r] = lane_sum(isa, wr, s_keys, part[r])

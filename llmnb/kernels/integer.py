@@ -9,14 +9,14 @@ x = dx * qx with qx an int8, then one block's share of an output is
 
 so the inner sum is over integers, exact in any order, four byte products per instruction
 (``simd.dot4``: ``vpdpbusd`` does 64 of them at once), and the floats meet once per block.
-The activations are quantized as llama.cpp quantizes them (``quantize_q8``): per 32 inputs
+The activations are quantized as llama.cpp quantizes them (``quantize_q8_0``, ``_k``): per 32 inputs
 for the legacy formats (Q8_0, with Q8_1's scaled sum for the formats with a minimum), per
 256 for the k-quants (Q8_K), so the integer sums are llama.cpp's.
 
 Offsets. The instruction multiplies unsigned bytes by signed ones, so the weight quants are
 stored unsigned: Q4 as its nibbles 0..15, every byte format as q + 128. What the stored
-value adds is a multiple of the block's sum of qx, taken off once per block:
-Q4_0 (q - 8): sum (q-8) qx = sum q qx - 8 sum qx.
+value adds is a multiple of the block's sum of qx, taken off once per block by starting
+the block's integer sum from it (``starts``): Q4_0 (q - 8): sum (q-8) qx = -8 sum qx + sum q qx.
 
 The layout (``pack``): outputs in panels of 16, a panel's quants for one block as
 (chunks, 16 outputs, 4 bytes), so one 64-byte load holds four consecutive inputs of 16
@@ -43,7 +43,6 @@ sit in three files.
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,10 +55,10 @@ from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.simd import (
-    bor, broadcast4, dot4, dot4_wide, fifth_bits, fma, fmul, fsplat_rows, fzero, high_nibbles, iadd,
-    imul, isplat,
-    isplat_rows, isub, izero, lanes, load_bytes, load_halves, load_widened, low_nibbles, rows,
-    store_rows, to_floats, wide_offset,
+    bor, broadcast4, dot4, dot4_wide, fabs, fadd, fbigger, fifth_bits, fma, fmul, fsplat,
+    fsplat_rows, fsub, fzero, half_rounded, high_nibbles, iadd, imul, isplat_rows, izero, lanes,
+    lanes_isum, lanes_max, load_bytes, load_floats, load_halves, load_widened, low_nibbles, rows,
+    store_bytes, store_rows, to_floats, to_ints, wide_offset,
 )
 from llmnb.quant.kquants_dequant import k4_scales_mins
 
@@ -81,49 +80,9 @@ ACTIVATIONS = {T.Q4_0: "q8_0", T.Q5_0: "q8_0", T.Q8_0: "q8_0", T.Q4_1: "q8_1", T
 
 # --- the activations: quantized as llama.cpp's x86 code quantizes them --------------------
 
-@njit(cache=True)
-def half_round(v):  # type: ignore[no-untyped-def]
-    """v (float32) rounded to the nearest float16 (ties to even), as float32: what storing a
-    scale as fp16 and reading it back gives (F16C's vcvtps2ph)."""
-    a = abs(np.float64(v))
-    if a != a or a == np.inf:
-        return np.float32(v)
-    if a >= 65520.0:                                   # past the largest half (65504) + half ulp
-        return np.float32(np.inf) if v > 0 else np.float32(-np.inf)
-    if a < 2.0 ** -14:                                 # subnormal halves: a spacing of 2^-24
-        step = 2.0 ** -24
-    else:
-        _, e = math.frexp(a)                           # a = m 2^e, 0.5 <= m < 1
-        step = math.ldexp(1.0, e - 11)                 # 11 significant bits
-    r = np.rint(a / step) * step                       # exact: scaling by powers of two
-    return np.float32(r if v >= 0 else -r)
-
-
 # 1.5 * 2^23: a float32 of magnitude below 2^22 plus this, minus it, is that float rounded to
 # the nearest integer, ties to even (the sum's spacing is 1): rint without a library call
 ROUNDER = np.float32(12582912.0)
-HALF_MAX_ROUNDED = 0x477FF000     # 65520.0f: from here a float rounds past the largest half
-HALF_NORMAL = 0x38800000          # 2^-14: the smallest normal half
-
-
-@njit(cache=True)
-def half_round_all(v):  # type: ignore[no-untyped-def]
-    """``half_round`` of every value of v (float32, 1-D), in place: for a normal half, the
-    float's 23 fraction bits rounded to 10 (ties to even) on its bits, with no library call;
-    a half's subnormals through ``half_round``."""
-    bits = v.view(np.int32)
-    for i in range(v.shape[0]):
-        b = bits[i]
-        sign = b & -2147483648
-        mag = b & 0x7FFFFFFF
-        if mag >= 0x7F800000:                              # inf and nan stay
-            continue
-        if mag >= HALF_MAX_ROUNDED:
-            bits[i] = sign | 0x7F800000
-        elif mag >= HALF_NORMAL:
-            bits[i] = sign | ((mag + 0xFFF + ((mag >> 13) & 1)) & ~0x1FFF)
-        else:
-            v[i] = half_round(v[i])
 
 
 @njit(inline="always")
@@ -144,32 +103,35 @@ def largest(x, r, start, count):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def quantize_q8_0(x, q, d, sums, s):  # type: ignore[no-untyped-def]
+def quantize_q8_0(isa, x, q, d, sums, s):  # type: ignore[no-untyped-def]
     """x (T, n) float32 -> per block of 32: q (T*n,) int8, d (T*n/32,) the scale as fp16
-    rounds it, sums the int sum of q, s = fp16(d * sum) (Q8_1's term for a minimum).
+    rounds it, sums the int sum of q, s = fp16(d * sum) (Q8_1's term for a minimum); `isa`
+    (one row) the registers that do it, a block in two (AVX-512) or four.
 
     llama.cpp's AVX2 ``quantize_row_q8_0`` / ``_q8_1``: d = amax / 127, q = round-to-even(x *
     (127 / amax)); the unrounded d scales the sum."""
     rows, n = x.shape
     nb = n // 32
-    for r in range(rows):
-        for b in range(nb):
-            amax = largest(x, r, b * 32, 32)
-            dd = amax / np.float32(127)
-            inv = np.float32(127) / amax if amax != 0 else np.float32(0)
-            total = np.int32(0)
-            xb = x[r, b * 32:(b + 1) * 32]
-            qb = q[(r * nb + b) * 32:(r * nb + b + 1) * 32]
-            for j in range(32):
-                v = np.int32((xb[j] * inv + ROUNDER) - ROUNDER)
-                qb[j] = v
-                total += v
-            k = r * nb + b
-            d[k] = dd
-            sums[k] = total
-            s[k] = dd * np.float32(total)
-    half_round_all(d[:rows * nb])
-    half_round_all(s[:rows * nb])
+    L = lanes(isa)
+    xs = x.reshape(rows * n)
+    rounder = fsplat(isa, ROUNDER)
+    for k in range(rows * nb):
+        at = k * 32
+        top = fabs(load_floats(isa, xs, at))
+        for c in range(L, 32, L):
+            top = fbigger(top, fabs(load_floats(isa, xs, at + c)))
+        amax = lanes_max(top)
+        dd = amax / np.float32(127)
+        inv = fsplat(isa, np.float32(127) / amax if amax != 0 else np.float32(0))
+        total = izero(isa)
+        for c in range(0, 32, L):
+            v = to_ints(fsub(fadd(fmul(load_floats(isa, xs, at + c), inv), rounder), rounder))
+            store_bytes(isa, q, at + c, v)
+            total = iadd(total, v)
+        whole = lanes_isum(total)
+        d[k] = half_rounded(dd)
+        sums[k] = whole
+        s[k] = half_rounded(dd * np.float32(whole))
 
 
 @njit(cache=True)
@@ -252,7 +214,7 @@ def quantize(x: F32, kind: str, group: int = 32) -> Activations:
     if kind == "q8_k":
         quantize_q8_k(x, a.q, a.d, a.sums, group)
     else:
-        quantize_q8_0(x, a.q, a.d, a.sums, a.s)
+        quantize_q8_0(_isas(_host_isa())[3], x, a.q, a.d, a.sums, a.s)
     return a
 
 
@@ -530,11 +492,11 @@ def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> 
 # outputs at h within the panel (AVX-512: the whole panel). `isa` carries R (``simd``).
 
 @njit(inline="always")
-def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: ignore[no-untyped-def]
-    """R rows' integer sums over one block of 32 inputs: stored quants at qs[at:] (and their
-    fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride n_in)."""
+def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: ignore[no-untyped-def]
+    """R rows' integer sums over one block of 32 inputs, added to `a`: stored quants at
+    qs[at:] (and their fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride
+    n_in)."""
     # two chains of sums, added at the end: half the dependent latency, the same integers
-    a = izero(isa)
     b = izero(isa)
     if nibbles:
         for c in range(4):
@@ -556,20 +518,25 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in):  # type: igno
 
 
 @njit(inline="always")
-def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
+def legacy_shift(isa, nibbles, offset):  # type: ignore[no-untyped-def]
+    """What the stored quants add per unit of sum(qx): Q4_0's 8, Q5_0's 16, bytes' 128 (VNNI),
+    else 0."""
+    return offset if nibbles else wide_offset(isa)
+
+
+@njit(inline="always")
+def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
     L = lanes(isa)
     nb = n_in // 32
     chunk = 256 if nibbles else 512                            # a block's bytes for 16 outputs
-    # what the stored quants add per unit of sum(qx): Q4_0's 8, bytes' 128 (VNNI)
-    shift = offset if nibbles else wide_offset(isa)
-    off = isplat(isa, shift)
+    shifted = legacy_shift(isa, nibbles, offset) != 0
     f = fzero(isa)
     for b in range(nb):
         k = (p * nb + b) * 16 + h * L                          # this register's scales
+        # the sums start from -shift * sum(qx) (``starts``), which takes the shift off
+        a0 = isplat_rows(isa, start, r * nb + b, nb) if shifted else izero(isa)
         a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
-                             (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in)
-        if shift != 0:                                         # Q4_1, Q5_1: nothing to take off
-            a = isub(a, imul(isplat_rows(isa, xsum, r * nb + b, nb), off))
+                             (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in, a0)
         f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
                 to_floats(a), f)
         if m is not None:
@@ -585,7 +552,6 @@ def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p
     subs = 256 // group
     ng = n_in // group                                         # sums per row
     chunk = 256 if nibbles else 16 * group                     # a sub-block's bytes, 16 outputs
-    wide = isplat(isa, wide_offset(isa))
     f = fzero(isa)
     for b in range(nb):
         scaled = izero(isa)                                    # sum_s sc_s isum_s
@@ -595,13 +561,12 @@ def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p
             at = (p * n_in // group + g) * chunk + h * L * 4
             if nibbles:
                 a = legacy_block_sum(isa, True, qs, at, qh, (p * ng + g) * 64 + h * L // 2, xq,
-                                     r * n_in + g * 32, n_in)
-            else:
-                a = izero(isa)
+                                     r * n_in + g * 32, n_in, izero(isa))
+            else:                       # from -128 * sum(qx) (``starts``): q + 128 -> q
+                a = isplat_rows(isa, xsum, r * ng + g, ng)
                 for c in range(group // 4):
                     a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
                                   broadcast4(isa, xq, r * n_in + g * group + 4 * c, n_in))
-                a = isub(a, imul(isplat_rows(isa, xsum, r * ng + g, ng), wide))
             k = ((p * nb + b) * subs + s) * 16 + h * L
             scaled = iadd(scaled, imul(a, load_widened(isa, sc, k)))
             if mn is not None:
@@ -615,11 +580,20 @@ def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p
     store_rows(isa, out, r, p * 16 + h * L, f)
 
 
+@njit(inline="always")
+def starts(sums, shift):  # type: ignore[no-untyped-def]
+    """sums (of qx, per block) -> -shift * sums, in place: where each block's integer sum
+    starts, so that the sum over stored quants q + shift comes out the sum over q."""
+    for k in range(sums.size):
+        sums[k] = -shift * sums[k]
+
+
 @njit(parallel=True, cache=True)
-def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out,  # type: ignore[no-untyped-def]
+def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out,  # type: ignore[no-untyped-def]
                   n_in):
     """out (T, panels * 16) = x @ W.T for a legacy format: blocks of R rows (`isa`), then the
-    rows left in a block of four (`four`), two (`two`) and one (`one`); a panel per thread."""
+    rows left in a block of four (`four`), two (`two`) and one (`one`); a panel per thread.
+    `start`: each block's -shift * sum(qx) (``starts``)."""
     R = rows(isa)
     regs = 16 // lanes(isa)
     t_rows = out.shape[0]
@@ -627,19 +601,19 @@ def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xs
         for h in range(regs):
             r = 0
             while r + R <= t_rows:
-                legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
                              n_in)
                 r += R
             if R > 4 and r + 4 <= t_rows:
-                legacy_panel(four, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(four, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
                              n_in)
                 r += 4
             if r + 2 <= t_rows:
-                legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
                              n_in)
                 r += 2
             if r < t_rows:
-                legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, p, h, r,
+                legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
                              n_in)
 
 
@@ -679,7 +653,8 @@ def legacy_product(isa, four, two, one, nibbles, offset, qs, qh, d, m, x, out, n
     xd = np.empty(blocks, np.float32)
     xsum = np.empty(blocks, np.int32)
     xs = np.empty(blocks, np.float32)
-    quantize_q8_0(x, xq, xd, xsum, xs)
+    quantize_q8_0(one, x, xq, xd, xsum, xs)
+    starts(xsum, legacy_shift(isa, nibbles, offset))
     legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, xsum, xs, out, n_in)
 
 
@@ -690,6 +665,8 @@ def kquant_product(isa, four, two, one, nibbles, group, qs, qh, d, m, sc, mn, x,
     xd = np.empty(x.shape[0] * n_in // 256, np.float32)
     xsum = np.empty(x.shape[0] * n_in // group, np.int32)
     quantize_q8_k(x, xq, xd, xsum, group)
+    if not nibbles:
+        starts(xsum, wide_offset(isa))
     kquant_matmul(isa, four, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out,
                   n_in)
 
@@ -710,6 +687,11 @@ def compiled_entry(kernel: Any, args: tuple[Any, ...]) -> Callable[..., None] | 
 # eight rows: a 16-row verify batch costs 5% less than in blocks of four), four with 16
 ROWS = {"vnni512": 8, "vnni256": 4, "avx2": 4}
 _ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]] = {}
+
+
+def wide_shift(isa: str) -> int:
+    """What a stored byte (q + 128) adds per unit of sum(qx) on `isa` (``simd.wide_offset``)."""
+    return 128 if isa.startswith("vnni") else 0
 
 
 def _host_isa() -> str:
@@ -747,11 +729,13 @@ def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
             kquant_product(block, four, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc,
                            w.mn, x, target, w.n_in)
     elif legacy:
+        shift = w.offset if w.nibbles else wide_shift(isa)
         legacy_matmul(block, four, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q,
-                      xa.d, xa.sums, xa.s, target, w.n_in)
+                      xa.d, xa.sums * np.int32(-shift), xa.s, target, w.n_in)
     else:
+        sums = xa.sums if w.nibbles else xa.sums * np.int32(-wide_shift(isa))
         kquant_matmul(block, four, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn,
-                      xa.q, xa.d, xa.sums, target, w.n_in)
+                      xa.q, xa.d, sums, target, w.n_in)
     if target is not y:
         y[...] = target[:, :w.n_out]
     return y

@@ -92,7 +92,7 @@ def rope_rows(x, cos, sin):  # type: ignore[no-untyped-def]
             rotate_head(x[t, h], cos[t], sin[t])
 
 
-@njit(cache=True)
+@njit(inline="always")
 def rotate_head(head, cos, sin):  # type: ignore[no-untyped-def]
     """Rotate one head (hd,) in place: pairs (i, i + r/2) by cos and sin (r/2,)."""
     half = cos.shape[0]
@@ -118,21 +118,27 @@ EXP_FLOOR = np.float32(-87.0)               # e^-87 ~ 1.6e-38, still a normal fl
 EXP_CEIL = np.float32(88.0)                 # e^88 ~ 1.7e38, below float32's largest
 
 
+@njit(inline="always")
+def exp_two(v):  # type: ignore[no-untyped-def]
+    """e^v for float32 v as ``exp_parts`` computes it: (e^r, the float32 bits of 2^k), v
+    clamped to [EXP_FLOOR, EXP_CEIL] (inlined where it is called: a loop over it vectorizes)."""
+    c0, c1, c2, c3, c4, c5 = EXP_POLY
+    v = min(max(v, EXP_FLOOR), EXP_CEIL)
+    k = np.floor(v * LOG2E + np.float32(0.5))
+    r = v - k * LN2_HI
+    r = r - k * LN2_LO
+    p = ((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5
+    return p * (r * r) + r + np.float32(1.0), (np.int32(k) + 127) << 23
+
+
 @njit(cache=True)
 def exp_parts(x, sign, out, bits):  # type: ignore[no-untyped-def]
     """e^(sign x) for x (n,) float32 and sign +1 or -1, in two parts: out = e^r and bits the
     float32 bits of 2^k, so that e^(sign x) = out * bits.view(float32) (``scale_by_bits``);
     sign x is clamped to [EXP_FLOOR, EXP_CEIL]. The same value for the same x wherever it
     sits in the array."""
-    c0, c1, c2, c3, c4, c5 = EXP_POLY
     for j in range(x.shape[0]):
-        v = min(max(sign * x[j], EXP_FLOOR), EXP_CEIL)
-        k = np.floor(v * LOG2E + np.float32(0.5))
-        r = v - k * LN2_HI
-        r = r - k * LN2_LO
-        p = ((((c0 * r + c1) * r + c2) * r + c3) * r + c4) * r + c5
-        out[j] = p * (r * r) + r + np.float32(1.0)
-        bits[j] = (np.int32(k) + 127) << 23                  # 2^k as a float's bits
+        out[j], bits[j] = exp_two(sign * x[j])
 
 
 @njit(cache=True)

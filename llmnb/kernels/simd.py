@@ -431,6 +431,11 @@ def store_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any, v: VectorType) 
 
 # --- arithmetic: elementwise, a one-row operand repeated over the other's rows -----------------
 
+def _bigger(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """a > b ? a : b, lane by lane: x86's max (b if either is NaN)."""
+    return builder.select(builder.fcmp_ordered(">", a, b), a, b)
+
+
 def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
     def typing(args: tuple[Any, ...]) -> VectorType:
         if not all(isinstance(a, VectorType) and a.elem == elem and a.nbytes == args[0].nbytes
@@ -444,6 +449,8 @@ def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
         if op in ("fma", "maxnum"):
             vt = vals[0].type
             return _call(builder, f"llvm.{op}.v{vt.count}f32", vt, vals)
+        if op == "bigger":
+            return _bigger(builder, *vals)
         return getattr(builder, op)(*vals)
 
     if n_args == 2:
@@ -467,6 +474,110 @@ fadd = _elementwise("fadd", "f32")
 fmul = _elementwise("fmul", "f32")
 fma = _elementwise("fma", "f32", 3)          # a * b + c with one rounding
 fmax = _elementwise("maxnum", "f32")         # the larger of a and b, lane by lane
+fbigger = _elementwise("bigger", "f32")      # fmax where neither is NaN: one vmaxps, no fix-ups
+
+
+fsub = _elementwise("fsub", "f32")
+
+
+def _one_row(v: Any, elem: str, what: str) -> None:
+    if not (isinstance(v, VectorType) and v.elem == elem and v.rows == 1):
+        raise TypeError(f"{what}: expected one register of {elem}, got {v}")
+
+
+@_jit_only
+@intrinsic
+def fabs(typingctx: Any, a: VectorType) -> Any:
+    """|a|, lane by lane (one register)."""
+    _one_row(a, "f32", "fabs")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        vt = args[0].type
+        return _call(builder, f"llvm.fabs.v{vt.count}f32", vt, [args[0]])
+    return a(a), codegen
+
+
+@_jit_only
+@intrinsic
+def fsplat(typingctx: Any, isa: IsaType, x: Any) -> Any:
+    """One register of float32, `x` in every lane."""
+    vt = _vec(isa, "f32", 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return _splat(builder, context.cast(builder, args[1], sig.args[1], types.float32),
+                      vt.lanes)
+    return vt(isa, x), codegen
+
+
+@_jit_only
+@intrinsic
+def to_ints(typingctx: Any, a: VectorType) -> Any:
+    """float32 lanes -> int32, toward zero (exact for the whole numbers it is given)."""
+    _one_row(a, "f32", "to_ints")
+    vt = VectorType("i32", a.nbytes, 1)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.fptosi(args[0], vt.llvm())
+    return vt(a), codegen
+
+
+@_jit_only
+@intrinsic
+def store_bytes(typingctx: Any, isa: IsaType, arr: Any, i: Any, v: VectorType) -> Any:
+    """arr[i : i + lanes] = v's int32 lanes cut to their low bytes (int8 or uint8 arr, 1-D)."""
+    _array(arr, (types.int8, types.uint8))
+    _one_row(v, "i32", "store_bytes")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        index = _ints(context, builder, args[2], sig.args[2])
+        small = builder.trunc(args[3], ir.VectorType(I8, v.lanes))
+        builder.store(small, _pointer(context, builder, arr, args[1], index, small.type),
+                      align=1)
+        return context.get_dummy_value()
+    return types.void(isa, arr, i, v), codegen
+
+
+@_jit_only
+@intrinsic
+def lanes_max(typingctx: Any, a: VectorType) -> Any:
+    """The largest lane of one register of float32 (by halving, ``fbigger``'s max: for lanes
+    that are not NaN, the same in any order)."""
+    _one_row(a, "f32", "lanes_max")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        v = args[0]
+        g = v.type.count
+        while g > 1:
+            g //= 2
+            v = _bigger(builder, _lanes_of(builder, v, 0, g), _lanes_of(builder, v, g, g))
+        return builder.extract_element(v, ir.Constant(I32, 0))
+    return types.float32(a), codegen
+
+
+@_jit_only
+@intrinsic
+def half_rounded(typingctx: Any, x: Any) -> Any:
+    """float32 x rounded to the nearest float16 (ties to even; past the largest half,
+    infinity) and back: what storing a scale as fp16 and reading it gives (F16C's vcvtps2ph,
+    as ``load_halves`` reads with vcvtph2ps)."""
+    if x != types.float32:
+        raise TypeError(f"half_rounded: expected float32, got {x}")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), F32)
+    return types.float32(x), codegen
+
+
+@_jit_only
+@intrinsic
+def lanes_isum(typingctx: Any, a: VectorType) -> Any:
+    """The sum of one register's int32 lanes (exact in any order)."""
+    _one_row(a, "i32", "lanes_isum")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        vt = args[0].type
+        return _call(builder, f"llvm.vector.reduce.add.v{vt.count}i32", I32, [args[0]])
+    return types.int32(a), codegen
 
 
 @_jit_only
@@ -685,9 +796,10 @@ def key_score(typingctx: Any, isa: IsaType, row: Any, keys: Any, j: Any) -> Any:
 
 
 __all__ = [
-    "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fadd", "fma", "fmax", "fmul",
-    "fsplat_rows", "fifth_bits", "fzero", "high_nibbles", "iadd", "imul", "isplat", "isplat_rows",
-    "isub", "izero", "key_score", "key_scores", "lanes", "load_bytes", "load_floats",
-    "load_halves", "load_rows", "load_widened", "low_nibbles", "rows", "store_floats", "store_rows",
-    "to_floats", "wide_offset"
+    "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fabs", "fadd", "fbigger",
+    "fifth_bits", "fma", "fmax", "fmul", "fsplat", "fsplat_rows", "fsub", "fzero", "half_rounded",
+    "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "key_score",
+    "key_scores", "lanes", "lanes_isum", "lanes_max", "load_bytes", "load_floats", "load_halves",
+    "load_rows", "load_widened", "low_nibbles", "rows", "store_bytes", "store_floats",
+    "store_rows", "to_floats", "to_ints", "wide_offset"
 ]

@@ -301,13 +301,12 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
     decode step: the forward ``generate`` runs per token, at the same context), with its batch copy
     (``Transformer.use_batch_copies``: (out, in), or with `tiles` float32 weights in tiles; a
     dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
-    step on the same weights. The model is left without the batch copy."""
+    step on the same weights. The row counts take turns, one call each per round
+    (``timing.median_times``). The model is left without the batch copy."""
     import numpy as np
 
     from llmnb.ar.kv_cache import KVCache
     from llmnb.ar.speculative_verify import verify
-    from llmnb.perf.timing import median_time
-
     tr = m.transformer
     tr.use_batch_copies(batch_copies, quantized=True, tiles=tiles)
     cache = KVCache(m.config, context + max(rows))
@@ -325,7 +324,9 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
             cache.truncate(context)
         return run
 
-    secs = [median_time(batch(t), repeats) for t in rows]
+    # every row count once per round, rounds interleaved: a slow stretch of a shared machine
+    # falls on all of them alike, not on one row count's whole series
+    secs = median_times([batch(t) for t in rows], repeats)
     tr.use_batch_copies(False)
     return secs
 
