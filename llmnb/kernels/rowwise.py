@@ -190,7 +190,8 @@ def softmax_rows(x, t_rows, first):  # type: ignore[no-untyped-def]
             top = max(top, row[j])
         for j in range(seen):
             row[j] -= top
-        exp_parts(row, np.float32(1.0), e, bits)
+        for j in range(seen):                    # ``exp_parts``, inlined: no call per row
+            e[j], bits[j] = exp_two(row[j])
         scale = bits.view(np.float32)
         for j in range(seen):
             row[j] = e[j] * scale[j] if row[j] != -np.inf else np.float32(0.0)
