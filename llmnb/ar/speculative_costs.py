@@ -49,9 +49,9 @@ PRIOR_STEPS_QUANTIZED = (1.0, 2.32, 2.98, 3.56, 5.06, 6.15, 8.47, 12.0, 15.9, 20
                          18.3)                                               # quantized-float
 PRIOR_STEPS_QUANTIZED_WIDE = (1.0, 2.32, 2.98, 3.56, 5.06, 4.69, 5.51, 5.45, 7.22, 7.91, 9.89,
                               11.4)                                # quantized-float+W@X.T
-# the integer products (`--paths quantized`, as above, median of 9, the row counts in turns)
-PRIOR_STEPS_INTEGER = (1.0, 1.08, 1.29, 1.25, 1.74, 1.96, 2.86, 3.61, 5.18, 6.59, 9.69,
-                       12.86)                                                     # quantized
+# the integer products (`--paths quantized`, as above, median of 9)
+PRIOR_STEPS_INTEGER = (1.0, 1.12, 1.37, 1.31, 1.86, 2.10, 3.04, 3.81, 5.42, 6.99, 10.17,
+                       13.87)                                                     # quantized
 
 
 class VerifyCosts:

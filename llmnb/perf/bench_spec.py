@@ -35,12 +35,15 @@ import math
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llmnb.perf.inputs import need_data_dir
 from llmnb.perf.timing import median_times
+
+IN_A_ROW = 3         # a verify-cost curve's calls per row count and round (the first untimed)
 
 PARAGRAPH = ("The old lighthouse keeper climbed the stairs every evening to light the lamp. From "
              "the top of the lighthouse he could see the whole bay, the fishing boats coming home "
@@ -301,8 +304,8 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
     decode step: the forward ``generate`` runs per token, at the same context), with its batch copy
     (``Transformer.use_batch_copies``: (out, in), or with `tiles` float32 weights in tiles; a
     dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
-    step on the same weights. The row counts take turns, one call each per round
-    (``timing.median_times``). The model is left without the batch copy."""
+    step on the same weights. The row counts take turns, IN_A_ROW calls each per round, the
+    first of them untimed. The model is left without the batch copy."""
     import numpy as np
 
     from llmnb.ar.kv_cache import KVCache
@@ -324,11 +327,23 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
             cache.truncate(context)
         return run
 
-    # every row count once per round, rounds interleaved: a slow stretch of a shared machine
-    # falls on all of them alike, not on one row count's whole series
-    secs = median_times([batch(t) for t in rows], repeats)
+    # every row count in turn each round (a slow stretch of a shared machine falls on all of
+    # them alike, not on one row count's whole series), each as IN_A_ROW calls of which the
+    # first is not timed: a decode step timed right after a decode step, as ``generate`` runs
+    # them, a batch after a batch
+    runs = [batch(t) for t in rows]
+    for run in runs:                                                     # warm-up
+        run()
+    times: list[list[float]] = [[] for _ in rows]
+    for _ in range(repeats):
+        for run, series in zip(runs, times):
+            run()
+            t0 = time.perf_counter()
+            for _ in range(IN_A_ROW - 1):
+                run()
+            series.append((time.perf_counter() - t0) / (IN_A_ROW - 1))
     tr.use_batch_copies(False)
-    return secs
+    return [statistics.median(series) for series in times]
 
 
 def main(argv: list[str] | None = None) -> int:
