@@ -377,11 +377,11 @@ def test_verify_costs_divide_each_batch_by_the_plain_step_of_its_own_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from llmnb.perf.bench_spec import verify_costs
+    from llmnb.perf.bench_spec import IN_A_ROW, verify_costs
 
-    # median_time reads the clock twice around each timed batch (after one untimed run):
-    # X@W's T = 1, 3, 9 take 2, 3, 6 ms; W@X.T's take 4, 4, 10 ms
-    durations = [0.002, 0.003, 0.006, 0.004, 0.004, 0.010]
+    # the clock is read twice around each row count's timed calls (IN_A_ROW - 1 of them, after
+    # one untimed): X@W's T = 1, 3, 9 take 2, 3, 6 ms a call; W@X.T's take 4, 4, 10 ms
+    durations = [(IN_A_ROW - 1) * d for d in (0.002, 0.003, 0.006, 0.004, 0.004, 0.010)]
     ticks = iter([t for k, d in enumerate(durations) for t in (10.0 * k, 10.0 * k + d)])
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
     rows = verify_costs(str(ROOT / "data" / "models" / "tiny-ar.gguf"), rows=(1, 3, 9),
