@@ -689,11 +689,6 @@ ROWS = {"vnni512": 8, "vnni256": 4, "avx2": 4}
 _ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]] = {}
 
 
-def wide_shift(isa: str) -> int:
-    """What a stored byte (q + 128) adds per unit of sum(qx) on `isa` (``simd.wide_offset``)."""
-    return 128 if isa.startswith("vnni") else 0
-
-
 def _host_isa() -> str:
     """The integer build this process runs (``isa.integer_isa``); AVX2's where the choice is
     the float kernels, for a caller that holds integer weights anyway."""
@@ -709,33 +704,22 @@ def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]:
     return _ISAS[isa]
 
 
-def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None,
-           xa: Activations | None = None) -> F32:
+def matmul(x: F32, w: IntMatrix, isa: str, out: F32 | None = None) -> F32:
     """x (T, n_in) float32 @ W.T -> (T, n_out) through the integer kernels of `isa`
     (``simd.ISAS``), into `out` if given (any (T, n_out) float32 view whose rows are
-    contiguous, such as some columns of a wider array); `xa`: x already quantized for this
-    weight's format."""
+    contiguous, such as some columns of a wider array); x is quantized inside the same
+    compiled call."""
     t, n_cols = x.shape[0], w.n_panels * PANEL
     y = np.empty((t, w.n_out), np.float32) if out is None else out
     target = y if n_cols == w.n_out and y.strides[1] == 4 else np.empty((t, n_cols), np.float32)
     block, four, two, one = _isas(isa)
-    legacy = w.ggml_type in LEGACY
-    if xa is None:                          # quantized inside the same compiled call
-        x = float_rows(x)
-        if legacy:
-            legacy_product(block, four, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, x,
-                           target, w.n_in)
-        else:
-            kquant_product(block, four, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc,
-                           w.mn, x, target, w.n_in)
-    elif legacy:
-        shift = w.offset if w.nibbles else wide_shift(isa)
-        legacy_matmul(block, four, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, xa.q,
-                      xa.d, xa.sums * np.int32(-shift), xa.s, target, w.n_in)
+    x = float_rows(x)
+    if w.ggml_type in LEGACY:
+        legacy_product(block, four, two, one, w.nibbles, w.offset, w.qs, w.qh, w.d, w.m, x,
+                       target, w.n_in)
     else:
-        sums = xa.sums if w.nibbles else xa.sums * np.int32(-wide_shift(isa))
-        kquant_matmul(block, four, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc, w.mn,
-                      xa.q, xa.d, sums, target, w.n_in)
+        kquant_product(block, four, two, one, w.nibbles, w.group, w.qs, w.qh, w.d, w.m, w.sc,
+                       w.mn, x, target, w.n_in)
     if target is not y:
         y[...] = target[:, :w.n_out]
     return y

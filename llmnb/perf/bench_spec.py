@@ -35,7 +35,6 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -331,19 +330,9 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
     # them alike, not on one row count's whole series), each as IN_A_ROW calls of which the
     # first is not timed: a decode step timed right after a decode step, as ``generate`` runs
     # them, a batch after a batch
-    runs = [batch(t) for t in rows]
-    for run in runs:                                                     # warm-up
-        run()
-    times: list[list[float]] = [[] for _ in rows]
-    for _ in range(repeats):
-        for run, series in zip(runs, times):
-            run()
-            t0 = time.perf_counter()
-            for _ in range(IN_A_ROW - 1):
-                run()
-            series.append((time.perf_counter() - t0) / (IN_A_ROW - 1))
+    secs = median_times([batch(t) for t in rows], repeats, in_a_row=IN_A_ROW)
     tr.use_batch_copies(False)
-    return [statistics.median(series) for series in times]
+    return secs
 
 
 def main(argv: list[str] | None = None) -> int:

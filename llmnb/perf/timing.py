@@ -13,22 +13,28 @@ from collections.abc import Callable, Sequence
 
 
 def median_times(fns: Sequence[Callable[[], object]], repeats: int, warmup: int = 1,
-                 before: Callable[[], object] | None = None) -> list[float]:
+                 before: Callable[[], object] | None = None, in_a_row: int = 1) -> list[float]:
     """Median wall time of each of `fns` over `repeats` rounds after `warmup` untimed rounds;
-    `before` (untimed) opens every round."""
+    `before` (untimed) opens every round. With `in_a_row` > 1 each fn runs that many times in a
+    row per round, the first untimed, and a round's time is the others' mean (a call timed right
+    after a call of its own kind)."""
     for _ in range(warmup):
         if before is not None:
             before()
         for fn in fns:
             fn()
     times: list[list[float]] = [[] for _ in fns]
+    timed = max(1, in_a_row - 1)
     for _ in range(repeats):
         if before is not None:
             before()
         for i, fn in enumerate(fns):
+            if in_a_row > 1:
+                fn()
             t0 = time.perf_counter()
-            fn()
-            times[i].append(time.perf_counter() - t0)
+            for _ in range(timed):
+                fn()
+            times[i].append((time.perf_counter() - t0) / timed)
     return [statistics.median(t) for t in times]
 
 
