@@ -55,10 +55,11 @@ from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.simd import (
-    bor, broadcast4, dot4, dot4_wide, fabs, fadd, fbigger, fifth_bits, fma, fmul, fsplat,
-    fsplat_rows, fsub, fzero, half_rounded, high_nibbles, iadd, imul, isplat_rows, izero, lanes,
-    lanes_isum, lanes_max, load_bytes, load_floats, load_halves, load_widened, low_nibbles, rows,
-    store_bytes, store_rows, to_floats, to_ints, wide_offset,
+    bor, broadcast4, dot4_part, dot4_part_wide, dot4_wide, fabs, fadd, fbigger, fifth_bits, fma,
+    fmul, fsplat, fsplat_rows, fsub, fzero, half_rounded, high_nibbles, iadd, imul, isplat_rows,
+    izero, lanes, lanes_isum, lanes_max, load_bytes, load_floats, load_halves, load_widened,
+    low_nibbles, padd, pzero, rows, store_bytes, store_rows, to_floats, to_ints, wide_offset,
+    widen,
 )
 from llmnb.quant.kquants_dequant import k4_scales_mins
 
@@ -496,24 +497,29 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
     """R rows' integer sums over one block of 32 inputs, added to `a`: stored quants at
     qs[at:] (and their fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride
     n_in)."""
-    # two chains of sums, added at the end: half the dependent latency, the same integers
-    b = izero(isa)
     if nibbles:
+        # the low and the high nibbles' products in two chains (half the dependent latency),
+        # widened once for the block where the int16 partial sums allow it (``simd.widen``)
+        lo = pzero(isa)
+        hi = pzero(isa)
         for c in range(4):
             w = load_bytes(isa, qs, at + c * 64)
-            lo = low_nibbles(w)
-            hi = high_nibbles(w)
+            wl = low_nibbles(w)
+            wh = high_nibbles(w)
             if qh is not None:
-                lo = bor(lo, fifth_bits(isa, qh, hat + c * 16))
-                hi = bor(hi, fifth_bits(isa, qh, hat + c * 16 + 8))
-            a = dot4(isa, a, lo, broadcast4(isa, xq, x0 + 4 * c, n_in))
-            b = dot4(isa, b, hi, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
-    else:
-        for c in range(0, 8, 2):
-            a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
-                          broadcast4(isa, xq, x0 + 4 * c, n_in))
-            b = dot4_wide(isa, b, load_bytes(isa, qs, at + (c + 1) * 64),
-                          broadcast4(isa, xq, x0 + 4 * (c + 1), n_in))
+                wl = bor(wl, fifth_bits(isa, qh, hat + c * 16))
+                wh = bor(wh, fifth_bits(isa, qh, hat + c * 16 + 8))
+            lo = dot4_part(isa, lo, wl, broadcast4(isa, xq, x0 + 4 * c, n_in))
+            hi = dot4_part(isa, hi, wh, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+        if qh is None:                                  # 8 products of nibbles <= 15
+            return widen(isa, a, padd(lo, hi))
+        return widen(isa, widen(isa, a, lo), hi)        # 4 and 4 of 5-bit quants <= 31
+    b = izero(isa)
+    for c in range(0, 8, 2):
+        a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
+                      broadcast4(isa, xq, x0 + 4 * c, n_in))
+        b = dot4_wide(isa, b, load_bytes(isa, qs, at + (c + 1) * 64),
+                      broadcast4(isa, xq, x0 + 4 * (c + 1), n_in))
     return iadd(a, b)
 
 
@@ -563,10 +569,12 @@ def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p
                 a = legacy_block_sum(isa, True, qs, at, qh, (p * ng + g) * 64 + h * L // 2, xq,
                                      r * n_in + g * 32, n_in, izero(isa))
             else:                       # from -128 * sum(qx) (``starts``): q + 128 -> q
-                a = isplat_rows(isa, xsum, r * ng + g, ng)
+                part = pzero(isa)       # Q6_K: four products of |q| <= 32, widened once
                 for c in range(group // 4):
-                    a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
-                                  broadcast4(isa, xq, r * n_in + g * group + 4 * c, n_in))
+                    part = dot4_part_wide(isa, part, load_bytes(isa, qs, at + c * 64),
+                                          broadcast4(isa, xq, r * n_in + g * group + 4 * c,
+                                                     n_in))
+                a = widen(isa, isplat_rows(isa, xsum, r * ng + g, ng), part)
             k = ((p * nb + b) * subs + s) * 16 + h * L
             scaled = iadd(scaled, imul(a, load_widened(isa, sc, k)))
             if mn is not None:

@@ -32,7 +32,11 @@ Q8_0's q spans -128..127) can. ``dot4_wide`` is the product for those: with VNNI
 product (its offset, 128 * sum(x), is taken off by the caller: ``wide_offset``), on AVX2 the
 product of q itself by llama.cpp's sign trick (|q| times x with q's sign), offset 0.
 
-The module is long (about 670 lines) because each of its thirty-odd operations is a typing rule
+Where the weights are small (nibbles), AVX2's int16 pair sums of several products are added
+before one ``vpmaddwd`` widens them (``dot4_part``, ``widen``): the multiplies are most of a
+product's time on CPUs with one vector multiply pipe.
+
+The module is long (about 950 lines) because each of its forty-odd operations is a typing rule
 and a few lines of LLVM IR; they share the vector type and its helpers, and read as one list.
 """
 from __future__ import annotations
@@ -95,7 +99,7 @@ class VectorType(types.Type):  # type: ignore[misc]
     @property
     def lanes(self) -> int:
         """Elements in one register."""
-        return self.nbytes if self.elem == "i8" else self.nbytes // 4
+        return self.nbytes // WIDTHS[self.elem]
 
     def llvm(self) -> ir.VectorType:
         return ir.VectorType(SCALARS[self.elem], self.lanes * self.rows)
@@ -104,8 +108,9 @@ class VectorType(types.Type):  # type: ignore[misc]
         return VectorType(self.elem, self.nbytes, rows)
 
 
-I8, I32, F32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
-SCALARS = {"i8": I8, "i32": I32, "f32": F32}
+I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
+SCALARS = {"i8": I8, "i16": I16, "i32": I32, "f32": F32}
+WIDTHS = {"i8": 1, "i16": 2, "i32": 4, "f32": 4}
 
 
 @register_model(IsaType)
@@ -151,6 +156,12 @@ def _splat(builder: ir.IRBuilder, value: ir.Value, count: int) -> ir.Value:
 def _lanes_of(builder: ir.IRBuilder, v: ir.Value, start: int, count: int) -> ir.Value:
     """Lanes start .. start + count - 1 of v."""
     picks = ir.Constant(ir.VectorType(I32, count), list(range(start, start + count)))
+    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
+
+
+def _picks(builder: ir.IRBuilder, v: ir.Value, lanes: range) -> ir.Value:
+    """The lanes `lanes` of v, in that order."""
+    picks = ir.Constant(ir.VectorType(I32, len(lanes)), list(lanes))
     return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
 
 
@@ -643,15 +654,9 @@ def _dot4_one(builder: ir.IRBuilder, isa: str, wide: bool, acc: ir.Value, w: ir.
     n = w.type.count                                               # bytes in the register
     if isa.startswith("vnni"):
         return _call(builder, f"llvm.x86.avx512.vpdpbusd.{8 * n}", acc.type, [acc, w, x])
-    if wide:        # q + 128 -> q, then |q| times x with q's sign (llama.cpp's sign trick)
-        w = builder.xor(w, ir.Constant(w.type, [-128] * n))
-        x = _call(builder, "llvm.x86.avx2.psign.b", x.type, [x, w])
-        w = _call(builder, f"llvm.abs.v{n}i8", w.type, [w, ir.Constant(ir.IntType(1), 0)])
-    i16 = ir.VectorType(ir.IntType(16), n // 2)
-    pairs = _call(builder, "llvm.x86.avx2.pmadd.ub.sw", i16, [w, x])
-    quads = _call(builder, "llvm.x86.avx2.pmadd.wd", acc.type,
-                  [pairs, ir.Constant(i16, [1] * (n // 2))])
-    return builder.add(acc, quads)
+    if wide:
+        w, x = _signed(builder, w, x)
+    return _widened(builder, acc, _pairs(builder, w, x))
 
 
 def _dot4(wide: bool) -> Any:
@@ -672,6 +677,149 @@ def _dot4(wide: bool) -> Any:
     def fn(typingctx: Any, isa: IsaType, acc: Any, w: Any, x: Any) -> Any:
         return typing(isa, acc, w, x), codegen
     return fn
+
+
+# --- byte products summed before they are widened (AVX2: one vpmaddwd for several) ------------
+#
+# On AVX2 a byte dot product is two multiplies: vpmaddubsw (byte pairs to int16) and vpmaddwd
+# (int16 pairs to int32, by ones). Where the weights are small, several vpmaddubsw results can be
+# added as int16 first and widened once: a Q4 block's eight products (nibbles <= 15 against
+# |x| <= 127: 8 * 2 * 15 * 127 = 30,480 < 32,767) take one vpmaddwd where they took eight. On
+# CPUs whose vector multiplies share one pipe (AMD Zen 1 and 2) that is most of the products'
+# time. With VNNI the partial sums are int32 (vpdpbusd widens as it goes) and the widening is an
+# add: the same integers either way.
+
+def _partial(isa: IsaType) -> VectorType:
+    return _vec(isa, "i16" if isa.isa == "avx2" else "i32")
+
+
+@_jit_only
+@intrinsic
+def pzero(typingctx: Any, isa: IsaType) -> Any:
+    """Zero partial sums, R rows (``dot4_part``): int16 pairs on AVX2, int32 with VNNI."""
+    vt = _partial(isa)
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return ir.Constant(vt.llvm(), None)
+    return vt(isa), codegen
+
+
+def _signed(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Weights stored as q + 128 -> |q| and x with q's sign (llama.cpp's sign trick: the
+    unsigned-by-signed product of the two is q x)."""
+    n = w.type.count
+    q = builder.xor(w, ir.Constant(w.type, [-128] * n))
+    x = _by_halves(builder, "psign.b", x.type, x, q)
+    return _call(builder, f"llvm.abs.v{n}i8", q.type, [q, ir.Constant(ir.IntType(1), 0)]), x
+
+
+def _by_halves(builder: ir.IRBuilder, op: str, ret: ir.VectorType, a: ir.Value,
+               b: ir.Value) -> ir.Value:
+    """AVX2's 32-byte `op` (``llvm.x86.avx2.<op>``) of a and b; for a CPU without AVX2 (the
+    AVX2 kernels compiled for integer weights held there anyway), SSSE3's on 16-byte halves:
+    LLVM cannot compile the 32-byte form for it."""
+    if _target_has_avx2():
+        return _call(builder, f"llvm.x86.avx2.{op}", ret, [a, b])
+    n = ret.count // 2
+    half = ir.VectorType(ret.element, n)
+    return _join(builder, [_call(builder, f"llvm.x86.ssse3.{op}.128", half,
+                                 [_lanes_of(builder, a, k, 16), _lanes_of(builder, b, k, 16)])
+                           for k in (0, 16)])
+
+
+def _target_has_avx2() -> bool:
+    """Whether numba compiles for a CPU with AVX2 (``isa.cpu_features``)."""
+    if not _AVX2:
+        from llmnb.kernels.isa import cpu_features
+
+        _AVX2.append("avx2" in cpu_features())
+    return _AVX2[0]
+
+
+_AVX2: list[bool] = []
+
+
+def _widened(builder: ir.IRBuilder, acc: ir.Value, pairs: ir.Value) -> ir.Value:
+    """acc (int32) + the int16 `pairs` summed two by two: vpmaddwd by ones (without AVX2, the
+    even and the odd lanes sign-extended and added)."""
+    n = pairs.type.count
+    wide = ir.VectorType(I32, n // 2)
+    if _target_has_avx2():
+        return builder.add(acc, _call(builder, "llvm.x86.avx2.pmadd.wd", wide,
+                                      [pairs, ir.Constant(pairs.type, [1] * n)]))
+    even = builder.sext(_picks(builder, pairs, range(0, n, 2)), wide)
+    odd = builder.sext(_picks(builder, pairs, range(1, n, 2)), wide)
+    return builder.add(acc, builder.add(even, odd))
+
+
+def _pairs(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> ir.Value:
+    """vpmaddubsw: byte products w * x (unsigned by signed) summed in pairs to int16."""
+    return _by_halves(builder, "pmadd.ub.sw", ir.VectorType(ir.IntType(16), w.type.count // 2),
+                      w, x)
+
+
+def _dot4_part(wide: bool) -> Any:
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        isa = sig.args[0]
+        parts = _rows(builder, args[1], isa.rows)
+        xs = _rows(builder, args[3], isa.rows)
+        out = []
+        for s, x in zip(parts, xs):
+            if isa.isa.startswith("vnni"):
+                out.append(_dot4_one(builder, isa.isa, wide, s, args[2], x))
+                continue
+            w = args[2]
+            if wide:
+                w, x = _signed(builder, w, x)
+            out.append(builder.add(s, _pairs(builder, w, x)))
+        return _join(builder, out)
+
+    @intrinsic
+    def fn(typingctx: Any, isa: IsaType, s: Any, w: Any, x: Any) -> Any:
+        if not (s == _partial(isa) and w == _vec(isa, "i8", 1) and x == _vec(isa, "i8")):
+            raise TypeError(f"dot4_part: expected R-row partial sums, one-row bytes and R-row "
+                            f"bytes of {isa}, got {s}, {w}, {x}")
+        return s(isa, s, w, x), codegen
+    return fn
+
+
+dot4_part = _dot4_part(False)
+dot4_part.__doc__ = """``dot4`` into partial sums `s` (``pzero``): on AVX2 s + vpmaddubsw(w, x) as
+int16, with no widening. The caller keeps every int16 lane below 2^15 until ``widen``: at most
+eight products of weights <= 15 (nibbles), four of weights <= 31."""
+dot4_part_wide = _dot4_part(True)
+dot4_part_wide.__doc__ = """``dot4_part`` for weights stored as q + 128 (``dot4_wide``): on AVX2
+|q| times x with q's sign, so at most four products of |q| <= 32 (Q6_K) before ``widen``."""
+
+
+@_jit_only
+@intrinsic
+def padd(typingctx: Any, a: VectorType, b: VectorType) -> Any:
+    """The sum of two partial sums (``dot4_part``), lane by lane."""
+    if not (isinstance(a, VectorType) and a == b and a.elem in ("i16", "i32")):
+        raise TypeError(f"padd: expected two partial sums of one type, got {a}, {b}")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return builder.add(args[0], args[1])
+    return a(a, b), codegen
+
+
+@_jit_only
+@intrinsic
+def widen(typingctx: Any, isa: IsaType, acc: VectorType, s: VectorType) -> Any:
+    """acc (int32, R rows) + the partial sums `s`: on AVX2 their int16 pairs summed to int32 by
+    one vpmaddwd (by ones), with VNNI an add."""
+    if not (acc == _vec(isa, "i32") and s == _partial(isa)):
+        raise TypeError(f"widen: expected R-row int32 sums and partial sums of {isa}, "
+                        f"got {acc}, {s}")
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        if isa.isa.startswith("vnni"):
+            return builder.add(args[1], args[2])
+        return _join(builder, [_widened(builder, a, p) for a, p in
+                               zip(_rows(builder, args[1], isa.rows),
+                                   _rows(builder, args[2], isa.rows))])
+    return acc(isa, acc, s), codegen
 
 
 dot4 = _dot4(False)
@@ -800,6 +948,7 @@ __all__ = [
     "fifth_bits", "fma", "fmax", "fmul", "fsplat", "fsplat_rows", "fsub", "fzero", "half_rounded",
     "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "key_score",
     "key_scores", "lanes", "lanes_isum", "lanes_max", "load_bytes", "load_floats", "load_halves",
-    "load_rows", "load_widened", "low_nibbles", "rows", "store_bytes", "store_floats",
-    "store_rows", "to_floats", "to_ints", "wide_offset"
+    "load_rows", "load_widened", "low_nibbles", "padd", "pzero", "rows", "store_bytes",
+    "store_floats", "store_rows", "to_floats", "to_ints", "dot4_part", "dot4_part_wide", "widen",
+    "wide_offset"
 ]
