@@ -489,8 +489,9 @@ def _pack_kquant(blocks: U8, ggml_type: int, n_out: int, n_in: int, nb: int) -> 
 
 # --- the kernels ---------------------------------------------------------------------------
 #
-# One panel (16 outputs), one block of R rows starting at row r, one register of lanes(isa)
-# outputs at h within the panel (AVX-512: the whole panel). `isa` carries R (``simd``).
+# One panel (16 outputs), one block of R rows starting at row r, in registers of lanes(isa)
+# outputs (AVX-512: the whole panel; AVX2: half of it, or for one row all of it in two
+# registers side by side, ``ONE_ROW_REGS``). `isa` carries R and the width (``simd``).
 
 @njit(inline="always")
 def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: ignore[no-untyped-def]
@@ -531,28 +532,37 @@ def legacy_shift(isa, nibbles, offset):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r, n_in):  # type: ignore[no-untyped-def]
+def legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in):  # type: ignore[no-untyped-def]
     L = lanes(isa)
     nb = n_in // 32
     chunk = 256 if nibbles else 512                            # a block's bytes for 16 outputs
     shifted = legacy_shift(isa, nibbles, offset) != 0
-    f = fzero(isa)
-    for b in range(nb):
-        k = (p * nb + b) * 16 + h * L                          # this register's scales
-        # the sums start from -shift * sum(qx) (``starts``), which takes the shift off
-        a0 = isplat_rows(isa, start, r * nb + b, nb) if shifted else izero(isa)
-        a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
-                             (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in, a0)
-        f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
-                to_floats(a), f)
-        if m is not None:
-            f = fma(load_halves(isa, m, k), fsplat_rows(isa, xs, r * nb + b, nb), f)
-    store_rows(isa, out, r, p * 16 + h * L, f)
+    for h in range(16 // L):                                   # the panel's registers
+        f = fzero(isa)
+        for b in range(nb):
+            k = (p * nb + b) * 16 + h * L                      # this register's scales
+            # the sums start from -shift * sum(qx) (``starts``), which takes the shift off
+            a0 = isplat_rows(isa, start, r * nb + b, nb) if shifted else izero(isa)
+            a = legacy_block_sum(isa, nibbles, qs, (p * nb + b) * chunk + h * L * 4, qh,
+                                 (p * nb + b) * 64 + h * L // 2, xq, r * n_in + b * 32, n_in, a0)
+            f = fma(fmul(load_halves(isa, d, k), fsplat_rows(isa, xd, r * nb + b, nb)),
+                    to_floats(a), f)
+            if m is not None:
+                f = fma(load_halves(isa, m, k), fsplat_rows(isa, xs, r * nb + b, nb), f)
+        store_rows(isa, out, r, p * 16 + h * L, f)
 
 
 @njit(inline="always")
-def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h, r,  # type: ignore[no-untyped-def]
+def kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r,  # type: ignore[no-untyped-def]
                  n_in):
+    for h in range(16 // lanes(isa)):                          # the panel's registers
+        kquant_register(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h, r,
+                        n_in)
+
+
+@njit(inline="always")
+def kquant_register(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h, r,  # type: ignore[no-untyped-def]
+                    n_in):
     L = lanes(isa)
     nb = n_in // 256
     subs = 256 // group
@@ -603,26 +613,20 @@ def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, st
     rows left in a block of four (`four`), two (`two`) and one (`one`); a panel per thread.
     `start`: each block's -shift * sum(qx) (``starts``)."""
     R = rows(isa)
-    regs = 16 // lanes(isa)
     t_rows = out.shape[0]
     for p in prange(out.shape[1] // 16):
-        for h in range(regs):
-            r = 0
-            while r + R <= t_rows:
-                legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
-                             n_in)
-                r += R
-            if R > 4 and r + 4 <= t_rows:
-                legacy_panel(four, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
-                             n_in)
-                r += 4
-            if r + 2 <= t_rows:
-                legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
-                             n_in)
-                r += 2
-            if r < t_rows:
-                legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, h, r,
-                             n_in)
+        r = 0
+        while r + R <= t_rows:
+            legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
+            r += R
+        if R > 4 and r + 4 <= t_rows:
+            legacy_panel(four, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
+            r += 4
+        if r + 2 <= t_rows:
+            legacy_panel(two, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
+            r += 2
+        if r < t_rows:
+            legacy_panel(one, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
 
 
 @njit(parallel=True, cache=True)
@@ -630,26 +634,20 @@ def kquant_matmul(isa, four, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq,
                   n_in):
     """``legacy_matmul`` for the k-quants."""
     R = rows(isa)
-    regs = 16 // lanes(isa)
     t_rows = out.shape[0]
     for p in prange(out.shape[1] // 16):
-        for h in range(regs):
-            r = 0
-            while r + R <= t_rows:
-                kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
-                             r, n_in)
-                r += R
-            if R > 4 and r + 4 <= t_rows:
-                kquant_panel(four, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
-                             r, n_in)
-                r += 4
-            if r + 2 <= t_rows:
-                kquant_panel(two, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
-                             r, n_in)
-                r += 2
-            if r < t_rows:
-                kquant_panel(one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, h,
-                             r, n_in)
+        r = 0
+        while r + R <= t_rows:
+            kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
+            r += R
+        if R > 4 and r + 4 <= t_rows:
+            kquant_panel(four, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
+            r += 4
+        if r + 2 <= t_rows:
+            kquant_panel(two, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
+            r += 2
+        if r < t_rows:
+            kquant_panel(one, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
 
 
 @njit(cache=True)
@@ -694,6 +692,9 @@ def compiled_entry(kernel: Any, args: tuple[Any, ...]) -> Callable[..., None] | 
 # rows per register block: eight with AVX-512's 32 registers (each weight register then feeds
 # eight rows: a 16-row verify batch costs 5% less than in blocks of four), four with 16
 ROWS = {"vnni512": 8, "vnni256": 4, "avx2": 4}
+# a row alone (decode) walks a panel's 16 outputs as one "register" of two AVX2 registers: the
+# activations' broadcasts and the loop's own work are shared by both
+ONE_ROW_REGS = {"avx2": 2}
 _ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]] = {}
 
 
@@ -708,7 +709,7 @@ def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]:
     arguments)."""
     if isa not in _ISAS:
         _ISAS[isa] = (simd.Isa(isa, ROWS[isa]), simd.Isa(isa, 4), simd.Isa(isa, 2),
-                      simd.Isa(isa, 1))
+                      simd.Isa(isa, 1, ONE_ROW_REGS.get(isa, 1)))
     return _ISAS[isa]
 
 

@@ -57,30 +57,34 @@ ISAS = tuple(VECTOR_BYTES)
 
 
 class IsaType(types.Type):  # type: ignore[misc]
-    def __init__(self, name: str, rows: int) -> None:
+    def __init__(self, name: str, rows: int, regs: int = 1) -> None:
         self.isa = name
         self.rows = rows
-        self.nbytes = VECTOR_BYTES[name]
-        super().__init__(name=f"Isa[{name},{rows}]")
+        self.nbytes = VECTOR_BYTES[name] * regs
+        super().__init__(name=f"Isa[{name},{rows}]" if regs == 1 else f"Isa[{name},{rows},x{regs}]")
 
 
 class Isa:
-    """An instruction set the kernels are compiled for (one of ``ISAS``) and the rows R its
-    row-blocked values hold."""
+    """An instruction set the kernels are compiled for (one of ``ISAS``), the rows R its
+    row-blocked values hold, and how many of the CPU's registers one "register" of a row is
+    (`regs`: two AVX2 registers side by side cover 16 outputs, as one AVX-512 register does)."""
 
-    def __init__(self, name: str, rows: int = 1) -> None:
+    def __init__(self, name: str, rows: int = 1, regs: int = 1) -> None:
         if name not in VECTOR_BYTES:
             raise ValueError(f"instruction set: expected one of {', '.join(ISAS)}, got {name!r}")
         if rows not in (1, 2, 4, 8):
             raise ValueError(f"rows: expected 1, 2, 4 or 8, got {rows}")
+        if regs not in (1, 2):
+            raise ValueError(f"regs: expected 1 or 2, got {regs}")
         self.name = name
         self.rows = rows
-        self._numba_type_ = IsaType(name, rows)     # numba reads it without a typeof call
+        self.regs = regs
+        self._numba_type_ = IsaType(name, rows, regs)   # numba reads it without a typeof call
 
     @property
     def lanes(self) -> int:
         """int32 or float32 lanes in one register."""
-        return VECTOR_BYTES[self.name] // 4
+        return VECTOR_BYTES[self.name] * self.regs // 4
 
     def __repr__(self) -> str:
         return f"Isa({self.name!r}, rows={self.rows})"
@@ -126,7 +130,7 @@ class VectorModel(models.PrimitiveModel):  # type: ignore[misc]
 
 @typeof_impl.register(Isa)
 def _typeof_isa(val: Isa, c: Any) -> IsaType:
-    return IsaType(val.name, val.rows)
+    return IsaType(val.name, val.rows, val.regs)
 
 
 @unbox(IsaType)
@@ -163,6 +167,12 @@ def _picks(builder: ir.IRBuilder, v: ir.Value, lanes: range) -> ir.Value:
     """The lanes `lanes` of v, in that order."""
     picks = ir.Constant(ir.VectorType(I32, len(lanes)), list(lanes))
     return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
+
+
+def _split(builder: ir.IRBuilder, v: ir.Value, parts: int) -> list[ir.Value]:
+    """v in `parts` equal pieces, in order."""
+    n = v.type.count // parts
+    return [_lanes_of(builder, v, k * n, n) for k in range(parts)]
 
 
 def _join(builder: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
@@ -652,6 +662,11 @@ def _dot4_one(builder: ir.IRBuilder, isa: str, wide: bool, acc: ir.Value, w: ir.
               x: ir.Value) -> ir.Value:
     """One register: acc + four byte products per int32 lane."""
     n = w.type.count                                               # bytes in the register
+    parts = n // VECTOR_BYTES[isa]                                 # the CPU's registers in it
+    if parts > 1:
+        return _join(builder, [_dot4_one(builder, isa, wide, a, ww, xx) for a, ww, xx in
+                               zip(_split(builder, acc, parts), _split(builder, w, parts),
+                                   _split(builder, x, parts))])
     if isa.startswith("vnni"):
         return _call(builder, f"llvm.x86.avx512.vpdpbusd.{8 * n}", acc.type, [acc, w, x])
     if wide:
@@ -715,16 +730,18 @@ def _signed(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> tuple[ir.Value, 
 
 def _by_halves(builder: ir.IRBuilder, op: str, ret: ir.VectorType, a: ir.Value,
                b: ir.Value) -> ir.Value:
-    """AVX2's 32-byte `op` (``llvm.x86.avx2.<op>``) of a and b; for a CPU without AVX2 (the
-    AVX2 kernels compiled for integer weights held there anyway), SSSE3's on 16-byte halves:
-    LLVM cannot compile the 32-byte form for it."""
+    """AVX2's 32-byte `op` (``llvm.x86.avx2.<op>``) of a and b, byte vectors of 32 or more
+    bytes, register by register; for a CPU without AVX2 (the AVX2 kernels compiled for integer
+    weights held there anyway), SSSE3's on 16-byte pieces: LLVM cannot compile the 32-byte form
+    for it."""
     if _target_has_avx2():
-        return _call(builder, f"llvm.x86.avx2.{op}", ret, [a, b])
-    n = ret.count // 2
-    half = ir.VectorType(ret.element, n)
-    return _join(builder, [_call(builder, f"llvm.x86.ssse3.{op}.128", half,
-                                 [_lanes_of(builder, a, k, 16), _lanes_of(builder, b, k, 16)])
-                           for k in (0, 16)])
+        size, name = 32, f"llvm.x86.avx2.{op}"
+    else:
+        size, name = 16, f"llvm.x86.ssse3.{op}.128"
+    parts = a.type.count // size
+    piece = ir.VectorType(ret.element, ret.count // parts)
+    return _join(builder, [_call(builder, name, piece, [x, y]) for x, y in
+                           zip(_split(builder, a, parts), _split(builder, b, parts))])
 
 
 def _target_has_avx2() -> bool:
@@ -745,8 +762,10 @@ def _widened(builder: ir.IRBuilder, acc: ir.Value, pairs: ir.Value) -> ir.Value:
     n = pairs.type.count
     wide = ir.VectorType(I32, n // 2)
     if _target_has_avx2():
-        return builder.add(acc, _call(builder, "llvm.x86.avx2.pmadd.wd", wide,
-                                      [pairs, ir.Constant(pairs.type, [1] * n)]))
+        ones = ir.Constant(ir.VectorType(pairs.type.element, 16), [1] * 16)
+        quads = [_call(builder, "llvm.x86.avx2.pmadd.wd", ir.VectorType(I32, 8), [p, ones])
+                 for p in _split(builder, pairs, n // 16)]
+        return builder.add(acc, _join(builder, quads))
     even = builder.sext(_picks(builder, pairs, range(0, n, 2)), wide)
     odd = builder.sext(_picks(builder, pairs, range(1, n, 2)), wide)
     return builder.add(acc, builder.add(even, odd))
