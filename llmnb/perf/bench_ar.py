@@ -99,8 +99,11 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
     path = hub.resolve(model)
     file_bytes = path.stat().st_size
     rows = []
+    ref: dict[int, dict[str, float]] = {}
     for n in threads:
         bw = _subprocess(f"bandwidth_worker({n}, {repeats})")["read_bytes_s"]
+        if peer:        # beside ours at the same thread count: a slow minute hits both
+            ref |= peer_bench(peer, path, [n], repeats, PROMPT_TOKENS, DECODE_TOKENS)
         for w in weights or ["quantized", "f32"]:
             row = _subprocess(f"worker({str(path)!r}, {n}, {repeats}, {w!r})")
             roofline = bw / row["weight_bytes"]
@@ -114,7 +117,6 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
         if f32 and row["weights"] != "f32":
             row["vs_f32"] = row["decode_tok_s"] / f32[0]["decode_tok_s"]
     if peer:
-        ref = peer_bench(peer, path, threads, repeats, PROMPT_TOKENS, DECODE_TOKENS)
         for row in rows:
             p = ref.get(int(row["threads"]), {})
             if "decode_tok_s" in p:
