@@ -4,7 +4,8 @@ The integer products (``integer.py``) come in three builds of one source (``simd
 
     vnni512   AVX-512 VNNI: ``vpdpbusd`` on 512-bit registers (16 int32 sums at once)
     vnni256   AVX-VNNI, or AVX-512 VNNI on 256-bit registers (8 sums)
-    avx2      AVX2's ``vpmaddubsw`` + ``vpmaddwd`` (8 sums, two instructions where VNNI has one)
+    avx2      AVX2's ``vpmaddubsw`` into int16, widened by ``vpmaddwd`` (8 sums; for 4-bit
+              weights one widening per block of eight, ``simd.dot4_part``)
 
 and the float kernels (``matvec.py``: quants converted to float32, float multiply-adds) run
 everywhere. The choice is read from the CPU features numba compiles for (llvmlite's names:
