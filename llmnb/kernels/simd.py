@@ -87,7 +87,8 @@ class Isa:
         return VECTOR_BYTES[self.name] * self.regs // 4
 
     def __repr__(self) -> str:
-        return f"Isa({self.name!r}, rows={self.rows})"
+        regs = f", regs={self.regs}" if self.regs > 1 else ""
+        return f"Isa({self.name!r}, rows={self.rows}{regs})"
 
 
 class VectorType(types.Type):  # type: ignore[misc]
@@ -159,8 +160,7 @@ def _splat(builder: ir.IRBuilder, value: ir.Value, count: int) -> ir.Value:
 
 def _lanes_of(builder: ir.IRBuilder, v: ir.Value, start: int, count: int) -> ir.Value:
     """Lanes start .. start + count - 1 of v."""
-    picks = ir.Constant(ir.VectorType(I32, count), list(range(start, start + count)))
-    return builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
+    return _picks(builder, v, range(start, start + count))
 
 
 def _picks(builder: ir.IRBuilder, v: ir.Value, lanes: range) -> ir.Value:
@@ -724,11 +724,11 @@ def _signed(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> tuple[ir.Value, 
     unsigned-by-signed product of the two is q x)."""
     n = w.type.count
     q = builder.xor(w, ir.Constant(w.type, [-128] * n))
-    x = _by_halves(builder, "psign.b", x.type, x, q)
+    x = _per_register(builder, "psign.b", x.type, x, q)
     return _call(builder, f"llvm.abs.v{n}i8", q.type, [q, ir.Constant(ir.IntType(1), 0)]), x
 
 
-def _by_halves(builder: ir.IRBuilder, op: str, ret: ir.VectorType, a: ir.Value,
+def _per_register(builder: ir.IRBuilder, op: str, ret: ir.VectorType, a: ir.Value,
                b: ir.Value) -> ir.Value:
     """AVX2's 32-byte `op` (``llvm.x86.avx2.<op>``) of a and b, byte vectors of 32 or more
     bytes, register by register; for a CPU without AVX2 (the AVX2 kernels compiled for integer
@@ -773,7 +773,7 @@ def _widened(builder: ir.IRBuilder, acc: ir.Value, pairs: ir.Value) -> ir.Value:
 
 def _pairs(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> ir.Value:
     """vpmaddubsw: byte products w * x (unsigned by signed) summed in pairs to int16."""
-    return _by_halves(builder, "pmadd.ub.sw", ir.VectorType(ir.IntType(16), w.type.count // 2),
+    return _per_register(builder, "pmadd.ub.sw", ir.VectorType(ir.IntType(16), w.type.count // 2),
                       w, x)
 
 
