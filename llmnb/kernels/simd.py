@@ -729,7 +729,7 @@ def _signed(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> tuple[ir.Value, 
 
 
 def _per_register(builder: ir.IRBuilder, op: str, ret: ir.VectorType, a: ir.Value,
-               b: ir.Value) -> ir.Value:
+                  b: ir.Value) -> ir.Value:
     """AVX2's 32-byte `op` (``llvm.x86.avx2.<op>``) of a and b, byte vectors of 32 or more
     bytes, register by register; for a CPU without AVX2 (the AVX2 kernels compiled for integer
     weights held there anyway), SSSE3's on 16-byte pieces: LLVM cannot compile the 32-byte form
@@ -773,8 +773,8 @@ def _widened(builder: ir.IRBuilder, acc: ir.Value, pairs: ir.Value) -> ir.Value:
 
 def _pairs(builder: ir.IRBuilder, w: ir.Value, x: ir.Value) -> ir.Value:
     """vpmaddubsw: byte products w * x (unsigned by signed) summed in pairs to int16."""
-    return _per_register(builder, "pmadd.ub.sw", ir.VectorType(ir.IntType(16), w.type.count // 2),
-                      w, x)
+    return _per_register(builder, "pmadd.ub.sw",
+                         ir.VectorType(ir.IntType(16), w.type.count // 2), w, x)
 
 
 def _dot4_part(wide: bool) -> Any:
