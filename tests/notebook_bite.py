@@ -16,7 +16,9 @@ every ``from ... import`` copy in llmnb's other modules, and the notebook's own 
 method is replaced on its class. This reaches every caller only in the interpreted package: a
 mypyc-compiled caller calls its callee directly. ``tests/test_notebook_bite.py`` therefore
 runs each notebook's rows in a fresh interpreter whose ``import llmnb`` reads the source
-tree's ``.py`` files.
+tree's ``.py`` files. The one exception is ``llmnb.kernels``, plain Python everywhere: where
+the installed package's copy is identical (``LLMNB_BITE_KERNELS`` names its folder), it is
+imported from there, so that numba's cache, keyed by file path, is shared with the test run.
 
 To add a notebook: add its rows to ``BITES`` (and its slow cells that no check needs to
 ``SKIP``). A cell is named by a line of its source, unique in the notebook.
@@ -457,8 +459,41 @@ def run_notebook(notebook: str) -> list[dict[str, Any]]:
     return results
 
 
+def share_compiled_kernels(installed: str) -> bool:
+    """Import ``llmnb.kernels`` from `installed` (the installed package's ``kernels`` folder)
+    when its ``.py`` files are byte for byte the source tree's; True if so.
+
+    The kernels are plain Python in both places (mypyc leaves them to numba), so nothing a
+    replacement reaches changes. What changes is numba's cache: it is keyed by the source
+    file's path, so the source tree's kernels would compile every signature again (minutes on
+    a slow CPU), while the installed ones find what the test run has already compiled."""
+    import importlib.abc
+    import importlib.machinery
+    here, there = ROOT / "llmnb" / "kernels", Path(installed)
+    if there.resolve() == here.resolve() or not there.is_dir():
+        return False
+    names = sorted(q.name for q in here.glob("*.py"))
+    if any(there.glob("*.so")) or names != sorted(q.name for q in there.glob("*.py")) or any(
+            (here / n).read_bytes() != (there / n).read_bytes() for n in names):
+        return False
+
+    class Kernels(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+            if fullname != "llmnb.kernels":           # its submodules follow its __path__
+                return None
+            return importlib.machinery.PathFinder.find_spec(fullname, [str(there.parent)])
+
+    sys.meta_path.insert(0, Kernels())
+    return True
+
+
 if __name__ == "__main__":
+    shared = share_compiled_kernels(os.environ.get("LLMNB_BITE_KERNELS", ""))
     import llmnb
+    if shared:
+        import llmnb.kernels
+        assert Path(llmnb.kernels.__file__).parent.resolve() == \
+            Path(os.environ["LLMNB_BITE_KERNELS"]).resolve(), llmnb.kernels.__file__
     if not Path(llmnb.__file__).resolve().is_relative_to(ROOT / "llmnb"):
         sys.exit(f"notebook_bite: llmnb comes from {llmnb.__file__}, not from {ROOT / 'llmnb'}: "
                  f"run with PYTHONPATH={ROOT}")

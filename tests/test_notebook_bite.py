@@ -54,7 +54,9 @@ def test_the_runner_reports_a_bite_and_a_change_the_check_cannot_see(
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_each_check_fails_on_an_assert_when_its_function_is_wrong(notebook: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    import llmnb.kernels                 # the installed copy, whose numba cache the run shares
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg",
+           "LLMNB_BITE_KERNELS": str(Path(llmnb.kernels.__file__).parent)}
     r = subprocess.run([sys.executable, "-P", str(ROOT / "tests" / "notebook_bite.py"), notebook],
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
