@@ -75,9 +75,27 @@ mypy: $(STAMP)
 
 # pytest runs from .venv/bin (not `python -m pytest`), so `import llmnb` finds the
 # installed compiled package rather than the source tree.
+# The tests run as two pytest processes side by side, one per core: no test times anything
+# (speed is `llmnb bench`'s), and on a fresh machine more than half their time is numba
+# compiling kernels, one core's work each. TESTS_BESIDE holds tests that never take the machine
+# lock (llmnb/perf/lock.py), so the lock tests and benches in the other process see no
+# stranger; its report follows the first's. The notebooks run after both, alone: their cells
+# time things.
+TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
+	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
+PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
+BESIDE_LOG := test-output/pytest-beside.log
+
 pytest: $(STAMP)
-	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 $(BIN)/pytest -q tests notebooks $(NBVAL) \
-		--ignore=tests/browser
+	@mkdir -p test-output; \
+	$(PYTEST_ENV) $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE) > $(BESIDE_LOG) 2>&1 & \
+	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
+	$(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
+		$(addprefix --ignore=,$(TESTS_BESIDE)); first=$$?; \
+	wait $$beside; second=$$?; \
+	echo "--- beside it, $(words $(TESTS_BESIDE)) files ($(BESIDE_LOG)):"; cat $(BESIDE_LOG); \
+	[ $$first = 0 ] && [ $$second = 0 ]
+	$(PYTEST_ENV) $(BIN)/pytest -q notebooks $(NBVAL)
 
 # The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
 # Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
