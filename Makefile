@@ -100,7 +100,7 @@ pytest: $(STAMP)
 # The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
 # Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
 test-browser: setup models browser
-	LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
+	$(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
 
 # Debian's chromium for the browser test: installed with apt-get when missing (needs root).
 browser:

@@ -459,23 +459,25 @@ def run_notebook(notebook: str) -> list[dict[str, Any]]:
     return results
 
 
-def share_compiled_kernels(installed: str) -> bool:
+def share_compiled_kernels(installed: str) -> Path | None:
     """Import ``llmnb.kernels`` from `installed` (the installed package's ``kernels`` folder)
-    when its ``.py`` files are byte for byte the source tree's; True if so.
+    when its ``.py`` files are byte for byte the source tree's; that folder if so.
 
     The kernels are plain Python in both places (mypyc leaves them to numba), so nothing a
     replacement reaches changes. What changes is numba's cache: it is keyed by the source
     file's path, so the source tree's kernels would compile every signature again (minutes on
-    a slow CPU), while the installed ones find what the test run has already compiled."""
+    a slow CPU), while the installed ones find what the test run has already compiled. (The
+    comparison is ``llmnb.perf.bench_compiled._py_files``'s, written out: importing llmnb here
+    would import the source tree's kernels before the finder below is in place.)"""
     import importlib.abc
     import importlib.machinery
     here, there = ROOT / "llmnb" / "kernels", Path(installed)
-    if there.resolve() == here.resolve() or not there.is_dir():
-        return False
-    names = sorted(q.name for q in here.glob("*.py"))
-    if any(there.glob("*.so")) or names != sorted(q.name for q in there.glob("*.py")) or any(
-            (here / n).read_bytes() != (there / n).read_bytes() for n in names):
-        return False
+    if not installed or there.resolve() == here.resolve() or any(there.glob("*.so")):
+        return None
+    def files(folder: Path) -> dict[str, bytes]:
+        return {q.name: q.read_bytes() for q in folder.glob("*.py")}
+    if files(here) != files(there):
+        return None
 
     class Kernels(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
@@ -484,16 +486,15 @@ def share_compiled_kernels(installed: str) -> bool:
             return importlib.machinery.PathFinder.find_spec(fullname, [str(there.parent)])
 
     sys.meta_path.insert(0, Kernels())
-    return True
+    return there
 
 
 if __name__ == "__main__":
     shared = share_compiled_kernels(os.environ.get("LLMNB_BITE_KERNELS", ""))
     import llmnb
-    if shared:
-        import llmnb.kernels
-        assert Path(llmnb.kernels.__file__).parent.resolve() == \
-            Path(os.environ["LLMNB_BITE_KERNELS"]).resolve(), llmnb.kernels.__file__
+    import llmnb.kernels
+    assert shared is None or Path(llmnb.kernels.__file__).parent.resolve() == shared.resolve(), \
+        llmnb.kernels.__file__
     if not Path(llmnb.__file__).resolve().is_relative_to(ROOT / "llmnb"):
         sys.exit(f"notebook_bite: llmnb comes from {llmnb.__file__}, not from {ROOT / 'llmnb'}: "
                  f"run with PYTHONPATH={ROOT}")
