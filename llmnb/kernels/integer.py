@@ -610,7 +610,8 @@ def starts(sums, shift):  # type: ignore[no-untyped-def]
 def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out,  # type: ignore[no-untyped-def]
                   n_in):
     """out (T, panels * 16) = x @ W.T for a legacy format: blocks of R rows (`isa`), then the
-    rows left in a block of four (`four`), two (`two`) and one (`one`); a panel per thread.
+    rows left in a block of four (`four`, None where R is four: numba then prunes that branch
+    and compiles one panel fewer), two (`two`) and one (`one`); a panel per thread.
     `start`: each block's -shift * sum(qx) (``starts``)."""
     R = rows(isa)
     t_rows = out.shape[0]
@@ -619,7 +620,7 @@ def legacy_matmul(isa, four, two, one, nibbles, offset, qs, qh, d, m, xq, xd, st
         while r + R <= t_rows:
             legacy_panel(isa, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
             r += R
-        if R > 4 and r + 4 <= t_rows:
+        if four is not None and r + 4 <= t_rows:
             legacy_panel(four, nibbles, offset, qs, qh, d, m, xq, xd, start, xs, out, p, r, n_in)
             r += 4
         if r + 2 <= t_rows:
@@ -640,7 +641,7 @@ def kquant_matmul(isa, four, two, one, nibbles, group, qs, qh, d, m, sc, mn, xq,
         while r + R <= t_rows:
             kquant_panel(isa, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
             r += R
-        if R > 4 and r + 4 <= t_rows:
+        if four is not None and r + 4 <= t_rows:
             kquant_panel(four, nibbles, group, qs, qh, d, m, sc, mn, xq, xd, xsum, out, p, r, n_in)
             r += 4
         if r + 2 <= t_rows:
@@ -695,7 +696,7 @@ ROWS = {"vnni512": 8, "vnni256": 4, "avx2": 4}
 # a row alone (decode) walks a panel's 16 outputs as one "register" of two AVX2 registers: the
 # activations' broadcasts and the loop's own work are shared by both
 ONE_ROW_REGS = {"avx2": 2}
-_ISAS: dict[str, tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]] = {}
+_ISAS: dict[str, tuple[simd.Isa, simd.Isa | None, simd.Isa, simd.Isa]] = {}
 
 
 def _host_isa() -> str:
@@ -704,12 +705,13 @@ def _host_isa() -> str:
     return integer_isa() or "avx2"
 
 
-def _isas(isa: str) -> tuple[simd.Isa, simd.Isa, simd.Isa, simd.Isa]:
-    """`isa` with ROWS[isa] rows, four, two and one (made once: the kernels' first
-    arguments)."""
+def _isas(isa: str) -> tuple[simd.Isa, simd.Isa | None, simd.Isa, simd.Isa]:
+    """`isa` with ROWS[isa] rows, four (None where ROWS[isa] is four: no block of four is ever
+    left over, and a None lets numba skip compiling that block's code, a fifth to a third of
+    a product's compile), two and one (made once: the kernels' first arguments)."""
     if isa not in _ISAS:
-        _ISAS[isa] = (simd.Isa(isa, ROWS[isa]), simd.Isa(isa, 4), simd.Isa(isa, 2),
-                      simd.Isa(isa, 1, ONE_ROW_REGS.get(isa, 1)))
+        _ISAS[isa] = (simd.Isa(isa, ROWS[isa]), simd.Isa(isa, 4) if ROWS[isa] > 4 else None,
+                      simd.Isa(isa, 2), simd.Isa(isa, 1, ONE_ROW_REGS.get(isa, 1)))
     return _ISAS[isa]
 
 
