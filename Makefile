@@ -79,8 +79,10 @@ mypy: $(STAMP)
 # (speed is `llmnb bench`'s), and on a fresh machine more than half their time is numba
 # compiling kernels, one core's work each. TESTS_BESIDE holds tests that never take the machine
 # lock (llmnb/perf/lock.py), so the lock tests and benches in the other process see no
-# stranger; its report follows the first's. The notebooks run after both, alone: their cells
-# time things.
+# stranger; its report follows the first's. Its BLAS starts on one thread (a test may still ask
+# for more, `llmnb.threads`): a second BLAS thread would only wait for the core the other
+# process holds, which made its tiny-model tests three to five times slower. The notebooks run
+# after both, alone: their cells time things.
 TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
 PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
@@ -88,7 +90,8 @@ BESIDE_LOG := test-output/pytest-beside.log
 
 pytest: $(STAMP)
 	@mkdir -p test-output; \
-	$(PYTEST_ENV) $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE) > $(BESIDE_LOG) 2>&1 & \
+	$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE) \
+		> $(BESIDE_LOG) 2>&1 & \
 	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
 	$(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
 		$(addprefix --ignore=,$(TESTS_BESIDE)); first=$$?; \
