@@ -707,8 +707,8 @@ def _host_isa() -> str:
 
 def _isas(isa: str) -> tuple[simd.Isa, simd.Isa | None, simd.Isa, simd.Isa]:
     """`isa` with ROWS[isa] rows, four (None where ROWS[isa] is four: no block of four is ever
-    left over, and a None lets numba skip compiling that block's code, a fifth to a third of
-    a product's compile), two and one (made once: the kernels' first arguments)."""
+    left over, and a None lets numba skip compiling that block's code, a fifth to two fifths
+    of a product's compile), two and one (made once: the kernels' first arguments)."""
     if isa not in _ISAS:
         _ISAS[isa] = (simd.Isa(isa, ROWS[isa]), simd.Isa(isa, 4) if ROWS[isa] > 4 else None,
                       simd.Isa(isa, 2), simd.Isa(isa, 1, ONE_ROW_REGS.get(isa, 1)))
