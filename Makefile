@@ -83,15 +83,16 @@ mypy: $(STAMP)
 # for more, `llmnb.threads`): a second BLAS thread would only wait for the core the other
 # process holds, which made its tiny-model tests three to five times slower.
 # The notebooks run after both, in the same two ways: NOTEBOOKS_BESIDE (each with its solutions)
-# in the second process, the rest in the first, both halves about 26 minutes of one core's work
-# on an AVX2-only 2-core Zen 1, the notebooks' own cells mostly one thread. Their timings here
-# are slowed by the other half and nothing checks them (--nbval-lax, no assert reads a time):
-# the saved outputs come from `make notebooks`, which runs them one at a time on a quiet machine.
+# in the second process, the rest in the first. On an AVX2-only 2-core Zen 1 the two halves took
+# 22 and 25 minutes side by side, against 41 minutes one after the other; their cells mostly
+# run on one thread. Their timings here are slowed by the other half, and nothing checks them
+# (--nbval-lax, and no assert reads a time): the saved outputs come from `make notebooks`, which
+# runs the notebooks one at a time on a quiet machine.
 TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
 PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
 BESIDE_LOG := test-output/pytest-beside.log
-NOTEBOOKS_BESIDE := $(foreach n,00 03 05 06 07 10 14 16 17,\
+NOTEBOOKS_BESIDE := $(foreach n,03 06 07 10 14 16 17,\
 	$(wildcard notebooks/$(n)_*.ipynb notebooks/solutions/$(n)_*.ipynb))
 NOTEBOOKS_LOG := test-output/pytest-notebooks-beside.log
 
