@@ -9,6 +9,7 @@ files are shipped either way, so notebooks can show the code.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -54,10 +55,19 @@ def compiled_modules(every: bool = False) -> list[str]:
     return can if every else [p for p in can if p in COMPILED or p.startswith(COMPILED_DIRS)]
 
 
+def metadata_only() -> bool:
+    """Whether this run only writes metadata. pip's build runs this file three times: for the
+    build's requirements (``egg_info``), for the metadata (``dist_info``) and for the wheel. Only
+    the wheel needs the extensions, and ``mypycify`` type-checks the modules and writes their C
+    each time it is called (about a minute on a 2-core AMD Zen 1)."""
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    return command in ("egg_info", "dist_info")
+
+
 COMPILE = os.environ.get("LLMNB_COMPILE", "")
 if COMPILE not in ("", "all"):
     raise SystemExit(f"setup.py: LLMNB_COMPILE: expected 'all' or unset, got {COMPILE!r}")
-if os.environ.get("LLMNB_PURE_PYTHON", "") in ("", "0"):
+if os.environ.get("LLMNB_PURE_PYTHON", "") in ("", "0") and not metadata_only():
     from mypyc.build import mypycify
 
     setup(ext_modules=mypycify(compiled_modules(COMPILE == "all"), opt_level="3"))
