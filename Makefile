@@ -84,7 +84,7 @@ mypy: $(STAMP)
 # process holds, which made its tiny-model tests three to five times slower.
 # The notebooks run after both, in the same two ways: NOTEBOOKS_BESIDE (each with its solutions)
 # in the second process, the rest in the first. On an AVX2-only 2-core Zen 1 the two halves took
-# 22 and 25 minutes side by side, against 41 minutes one after the other; their cells mostly
+# 22 and 20 minutes side by side, against 41 minutes one after the other; their cells mostly
 # run on one thread. Their timings here are slowed by the other half, and nothing checks them
 # (--nbval-lax, and no assert reads a time): the saved outputs come from `make notebooks`, which
 # runs the notebooks one at a time on a quiet machine.
