@@ -96,25 +96,26 @@ NOTEBOOKS_BESIDE := $(foreach n,03 06 07 10 14 16 17,\
 	$(wildcard notebooks/$(n)_*.ipynb notebooks/solutions/$(n)_*.ipynb))
 NOTEBOOKS_LOG := test-output/pytest-notebooks-beside.log
 
-pytest: $(STAMP)
+# $(call side_by_side,BESIDE,LOG,FIRST,WHAT): the command BESIDE in the background with its
+# output in LOG, FIRST in front; LOG follows FIRST's report, and both must pass
+define side_by_side
 	@mkdir -p test-output; \
-	$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE) \
-		> $(BESIDE_LOG) 2>&1 & \
+	$(1) > $(2) 2>&1 & \
 	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
-	$(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
-		$(addprefix --ignore=,$(TESTS_BESIDE)); first=$$?; \
+	$(3); first=$$?; \
 	wait $$beside; second=$$?; \
-	echo "--- beside it, $(words $(TESTS_BESIDE)) files ($(BESIDE_LOG)):"; cat $(BESIDE_LOG); \
+	echo "--- beside it, $(4) ($(2)):"; cat $(2); \
 	[ $$first = 0 ] && [ $$second = 0 ]
-	@$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(NOTEBOOKS_BESIDE) \
-		$(NBVAL) > $(NOTEBOOKS_LOG) 2>&1 & \
-	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
-	$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q notebooks $(NBVAL) \
-		$(addprefix --ignore=,$(NOTEBOOKS_BESIDE)); first=$$?; \
-	wait $$beside; second=$$?; \
-	echo "--- beside it, $(words $(NOTEBOOKS_BESIDE)) notebooks ($(NOTEBOOKS_LOG)):"; \
-	cat $(NOTEBOOKS_LOG); \
-	[ $$first = 0 ] && [ $$second = 0 ]
+endef
+
+pytest: $(STAMP)
+	$(call side_by_side,$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
+		$(TESTS_BESIDE),$(BESIDE_LOG),$(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
+		$(addprefix --ignore=,$(TESTS_BESIDE)),$(words $(TESTS_BESIDE)) files)
+	$(call side_by_side,$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
+		$(NOTEBOOKS_BESIDE) $(NBVAL),$(NOTEBOOKS_LOG),$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 \
+		$(BIN)/pytest -q notebooks $(NBVAL) \
+		$(addprefix --ignore=,$(NOTEBOOKS_BESIDE)),$(words $(NOTEBOOKS_BESIDE)) notebooks)
 
 # The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
 # Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
