@@ -290,6 +290,24 @@ def load_bytes(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
 
 @_jit_only
 @intrinsic
+def prefetch(typingctx: Any, arr: Any, i: Any) -> Any:
+    """Ask for the cache line of arr[i] (1-D) to be read into the caches, without waiting for
+    it: a hint, never a fault, so i may run past the array's end."""
+    _array(arr, (types.uint8, types.int8))
+
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        index = _ints(context, builder, args[1], sig.args[1])
+        at = builder.bitcast(builder.gep(array.data, [index]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        _call(builder, "llvm.prefetch.p0", ir.VoidType(),
+              [at, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.none(arr, i), codegen
+
+
+@_jit_only
+@intrinsic
 def load_floats(typingctx: Any, isa: IsaType, arr: Any, i: Any) -> Any:
     """One register of float32, arr[i : i + lanes], unaligned."""
     _array(arr, (types.float32,))
