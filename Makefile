@@ -23,7 +23,9 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup models
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
-test: setup models vocab lint mypy pytest test-browser
+test: setup models vocab lint mypy browser pytest
+# in `make test` the browser test ends the first pytest process (``pytest`` below)
+test: BROWSER_AFTER = $(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser || s=1;
 
 setup: $(STAMP)
 
@@ -82,19 +84,20 @@ mypy: $(STAMP)
 # stranger; its report follows the first's. Its BLAS starts on one thread (a test may still ask
 # for more, `llmnb.threads`): a second BLAS thread would only wait for the core the other
 # process holds, which made its tiny-model tests three to five times slower.
-# The notebooks run after both, in the same two ways: NOTEBOOKS_BESIDE (each with its solutions)
-# in the second process, the rest in the first. On an AVX2-only 2-core Zen 1 the two halves took
-# 22 and 20 minutes side by side, against 41 minutes one after the other; their cells mostly
-# run on one thread. Their timings here are slowed by the other half, and nothing checks them
-# (--nbval-lax, and no assert reads a time): the saved outputs come from `make notebooks`, which
-# runs the notebooks one at a time on a quiet machine.
+# The notebooks run in the same two processes, each starting on its notebooks when its tests
+# are done: NOTEBOOKS_BESIDE (each with its solutions) in the second, the rest in the first, and
+# in `make test` the browser test last in the first. On an AVX2-only 2-core Zen 1 the notebook
+# halves took 22 and 20 minutes side by side, against 41 minutes one after the other; their
+# cells mostly run on one thread. Their timings here are slowed by the other process, and
+# nothing checks them (--nbval-lax, and no assert reads a time): the saved outputs come from
+# `make notebooks`, which runs the notebooks one at a time on a quiet machine. No notebook takes
+# the machine lock, so the lock tests still see no stranger.
 TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
 PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
 BESIDE_LOG := test-output/pytest-beside.log
 NOTEBOOKS_BESIDE := $(foreach n,03 06 07 10 14 16 17,\
 	$(wildcard notebooks/$(n)_*.ipynb notebooks/solutions/$(n)_*.ipynb))
-NOTEBOOKS_LOG := test-output/pytest-notebooks-beside.log
 
 # $(call side_by_side,BESIDE,LOG,FIRST,WHAT): the command BESIDE in the background with its
 # output in LOG, FIRST in front; LOG follows FIRST's report, and both must pass
@@ -109,13 +112,14 @@ define side_by_side
 endef
 
 pytest: $(STAMP)
-	$(call side_by_side,$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
-		$(TESTS_BESIDE),$(BESIDE_LOG),$(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
-		$(addprefix --ignore=,$(TESTS_BESIDE)),$(words $(TESTS_BESIDE)) files)
-	$(call side_by_side,$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
-		$(NOTEBOOKS_BESIDE) $(NBVAL),$(NOTEBOOKS_LOG),$(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 \
-		$(BIN)/pytest -q notebooks $(NBVAL) \
-		$(addprefix --ignore=,$(NOTEBOOKS_BESIDE)),$(words $(NOTEBOOKS_BESIDE)) notebooks)
+	$(call side_by_side,{ $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
+		$(TESTS_BESIDE); s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q \
+		-p no:cacheprovider $(NOTEBOOKS_BESIDE) $(NBVAL) || s=1; [ $$s = 0 ]; },$(BESIDE_LOG),\
+		{ $(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
+		$(addprefix --ignore=,$(TESTS_BESIDE)); s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 \
+		$(BIN)/pytest -q notebooks $(NBVAL) $(addprefix --ignore=,$(NOTEBOOKS_BESIDE)) || s=1; \
+		$(BROWSER_AFTER) [ $$s = 0 ]; },$(words $(TESTS_BESIDE)) test files and \
+		$(words $(NOTEBOOKS_BESIDE)) notebooks)
 
 # The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
 # Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
