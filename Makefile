@@ -25,7 +25,7 @@ lab: setup models
 
 test: setup models vocab lint mypy browser pytest
 # in `make test` the browser test ends the first pytest process (``pytest`` below)
-test: BROWSER_AFTER = $(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser || s=1;
+test: BROWSER_AFTER = $(BROWSER_TEST) || s=1;
 
 setup: $(STAMP)
 
@@ -86,46 +86,42 @@ mypy: $(STAMP)
 # process holds, which made its tiny-model tests three to five times slower.
 # The notebooks run in the same two processes, each starting on its notebooks when its tests
 # are done: NOTEBOOKS_BESIDE (each with its solutions) in the second, the rest in the first, and
-# in `make test` the browser test last in the first. On an AVX2-only 2-core Zen 1 the notebook
-# halves took 20 minutes each side by side (1182 s and 1192 s), against 41 minutes one after the
-# other; their cells mostly run on one thread. Notebook 07 (about 3 minutes) runs in the first:
-# there the first process's tests took 696 s, the second's 1268 s. Their timings here are slowed by the other process, and
-# nothing checks them (--nbval-lax, and no assert reads a time): the saved outputs come from
-# `make notebooks`, which runs the notebooks one at a time on a quiet machine. No notebook takes
-# the machine lock, so the lock tests still see no stranger.
+# in `make test` the browser test last in the first. On an AVX2-only 2-core Zen 1 the notebooks
+# took 41 minutes one after the other and about 20 minutes per process side by side; their cells
+# mostly run on one thread. The halves are balanced on measured times: the first process's tests
+# take about 700 s there, the second's about 1260 s. Their timings here are slowed by the other
+# process, and nothing checks them (--nbval-lax, and no assert reads a time): the saved outputs
+# come from `make notebooks`, which runs the notebooks one at a time on a quiet machine. No
+# notebook takes the machine lock, so the lock tests still see no stranger.
 TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
 PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
 BESIDE_LOG := test-output/pytest-beside.log
+BROWSER_TEST = $(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
 NOTEBOOKS_BESIDE := $(foreach n,03 06 10 14 16 17,\
 	$(wildcard notebooks/$(n)_*.ipynb notebooks/solutions/$(n)_*.ipynb))
 
-# $(call side_by_side,BESIDE,LOG,FIRST,WHAT): the command BESIDE in the background with its
-# output in LOG, FIRST in front; LOG follows FIRST's report, and both must pass
-define side_by_side
-	@mkdir -p test-output; \
-	$(1) > $(2) 2>&1 & \
-	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
-	$(3); first=$$?; \
-	wait $$beside; second=$$?; \
-	echo "--- beside it, $(4) ($(2)):"; cat $(2); \
-	[ $$first = 0 ] && [ $$second = 0 ]
-endef
-
+# The second process runs in the background with its output in BESIDE_LOG, printed after the
+# first's report; both must pass.
 pytest: $(STAMP)
-	$(call side_by_side,{ $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
-		$(TESTS_BESIDE); s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q \
-		-p no:cacheprovider $(NOTEBOOKS_BESIDE) $(NBVAL) || s=1; [ $$s = 0 ]; },$(BESIDE_LOG),\
-		{ $(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
+	@mkdir -p test-output; \
+	{ $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE); \
+		s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
+		$(NOTEBOOKS_BESIDE) $(NBVAL) || s=1; [ $$s = 0 ]; } > $(BESIDE_LOG) 2>&1 & \
+	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
+	{ $(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
 		$(addprefix --ignore=,$(TESTS_BESIDE)); s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 \
 		$(BIN)/pytest -q notebooks $(NBVAL) $(addprefix --ignore=,$(NOTEBOOKS_BESIDE)) || s=1; \
-		$(BROWSER_AFTER) [ $$s = 0 ]; },$(words $(TESTS_BESIDE)) test files and \
-		$(words $(NOTEBOOKS_BESIDE)) notebooks)
+		$(BROWSER_AFTER) [ $$s = 0 ]; }; first=$$?; \
+	wait $$beside; second=$$?; \
+	echo "--- beside it, $(words $(TESTS_BESIDE)) test files and $(words $(NOTEBOOKS_BESIDE)) notebooks ($(BESIDE_LOG)):"; \
+	cat $(BESIDE_LOG); \
+	[ $$first = 0 ] && [ $$second = 0 ]
 
 # The notebooks with widgets, run in a real JupyterLab in headless Chromium (`chromium` on PATH;
 # Debian: apt-get install chromium). Screenshots of the checked widgets: test-output/browser/.
 test-browser: setup models browser
-	$(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
+	$(BROWSER_TEST)
 
 # Debian's chromium for the browser test: installed with apt-get when missing (needs root).
 browser:
