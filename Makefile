@@ -81,9 +81,11 @@ mypy: $(STAMP)
 # (speed is `llmnb bench`'s), and on a fresh machine more than half their time is numba
 # compiling kernels, one core's work each. TESTS_BESIDE holds tests that never take the machine
 # lock (llmnb/perf/lock.py), so the lock tests and benches in the other process see no
-# stranger; its report follows the first's. Its BLAS starts on one thread (a test may still ask
-# for more, `llmnb.threads`): a second BLAS thread would only wait for the core the other
-# process holds, which made its tiny-model tests three to five times slower.
+# stranger; its report follows the first's. Both run with LLMNB_THREADS=1: BLAS, numexpr and
+# numba start on one thread (a test still gets the count it asks for, `llmnb.threads(n)`). On
+# two threads a kernel waits at every parallel loop for the thread the other process's work
+# keeps off its core: SmolLM2-135M decoded at 0.5-3 tokens/s that way beside a busy process,
+# at 16-26 with one thread (2-core Zen 1).
 # The notebooks run in the same two processes, each starting on its notebooks when its tests
 # are done: NOTEBOOKS_BESIDE (each with its solutions) in the second, the rest in the first, and
 # in `make test` the browser test last in the first. On an AVX2-only 2-core Zen 1 the notebooks
@@ -95,7 +97,7 @@ mypy: $(STAMP)
 # notebook takes the machine lock, so the lock tests still see no stranger.
 TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 	test_greedy_parity.py test_tiny_models.py test_llamacpp_quantized.py test_speculative.py)
-PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1
+PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 LLMNB_THREADS=1
 BESIDE_LOG := test-output/pytest-beside.log
 BROWSER_TEST = $(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
 NOTEBOOKS_BESIDE := $(foreach n,03 06 10 14 16 17,\
@@ -105,12 +107,12 @@ NOTEBOOKS_BESIDE := $(foreach n,03 06 10 14 16 17,\
 # first's report; both must pass.
 pytest: $(STAMP)
 	@mkdir -p test-output; \
-	{ $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE); \
-		s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider \
+	{ $(PYTEST_ENV) $(BIN)/pytest -q -p no:cacheprovider $(TESTS_BESIDE); \
+		s=$$?; $(PYTEST_ENV) $(BIN)/pytest -q -p no:cacheprovider \
 		$(NOTEBOOKS_BESIDE) $(NBVAL) || s=1; [ $$s = 0 ]; } > $(BESIDE_LOG) 2>&1 & \
 	beside=$$!; trap 'kill $$beside 2> /dev/null' INT TERM; \
 	{ $(PYTEST_ENV) $(BIN)/pytest -q tests --ignore=tests/browser \
-		$(addprefix --ignore=,$(TESTS_BESIDE)); s=$$?; $(PYTEST_ENV) OPENBLAS_NUM_THREADS=1 \
+		$(addprefix --ignore=,$(TESTS_BESIDE)); s=$$?; $(PYTEST_ENV) \
 		$(BIN)/pytest -q notebooks $(NBVAL) $(addprefix --ignore=,$(NOTEBOOKS_BESIDE)) || s=1; \
 		$(BROWSER_AFTER) [ $$s = 0 ]; }; first=$$?; \
 	wait $$beside; second=$$?; \

@@ -9,6 +9,7 @@ Using llmnb changes the process (README.md says what and why), each setting only
 where the environment has none: importing it sets ``OPENBLAS_THREAD_TIMEOUT`` (below), and
 the first quantized product sets numba's cache directory, threading layer and, on AVX-512
 CPUs, its target CPU (``llmnb.kernels.jit``). Set the variables first to keep your own.
+``LLMNB_THREADS=n`` starts BLAS, numexpr and numba on n threads (``llmnb.perf.threads``).
 """
 import os
 
@@ -24,8 +25,10 @@ from llmnb.ar import Greedy, Sampler, generate, perplexity
 from llmnb.diffusion import diffuse
 from llmnb.errors import LLMNBError
 from llmnb.model import Model, load
-from llmnb.perf.threads import threads
+from llmnb.perf.threads import start_from_environment, threads
 from llmnb.source import source
+
+start_from_environment()          # $LLMNB_THREADS, if set: every pool's count (README.md)
 
 __version__ = "0.1.0"
 __all__ = ["Greedy", "LLMNBError", "Model", "Sampler", "diffuse", "generate", "gguf", "hub", "load",

@@ -1,5 +1,11 @@
-"""llmnb.threads sets BLAS and numexpr thread counts for a block and restores them."""
+"""llmnb.threads sets BLAS and numexpr thread counts for a block and restores them;
+``LLMNB_THREADS`` sets where every pool starts."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numexpr
 import pytest
@@ -7,6 +13,8 @@ from threadpoolctl import threadpool_info
 
 import llmnb
 from llmnb.errors import UsageError
+
+TINY = Path(__file__).resolve().parents[1] / "data" / "models" / "tiny-ar.gguf"
 
 
 def blas_threads() -> list[int]:
@@ -26,3 +34,42 @@ def test_threads_refuses_zero() -> None:
     with pytest.raises(UsageError, match="positive"):
         with llmnb.threads(0):
             pass
+
+
+ENV_CHECK = """
+import llmnb, numba, numexpr
+from threadpoolctl import threadpool_info
+def counts():
+    blas = {int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"}
+    return [numba.get_num_threads(), numexpr.get_num_threads(), sorted(blas)]
+print(counts())
+with llmnb.threads(2):
+    print(counts())
+print(counts())
+"""
+
+
+def run_with_threads(value: str, code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LLMNB_THREADS", "NUMBA_NUM_THREADS")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**env, "LLMNB_THREADS": value, "NUMBA_NUM_THREADS": "2"})
+
+
+def test_llmnb_threads_in_the_environment_starts_every_pool_there() -> None:
+    r = run_with_threads("1", ENV_CHECK)
+    assert r.returncode == 0, r.stderr
+    start, inside, after = r.stdout.splitlines()
+    assert start == after == "[1, 1, [1]]"
+    assert inside == "[2, 2, [2]]"                  # a block still gets what it asks for
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_bad_llmnb_threads_imports_and_load_refuses_it(value: str) -> None:
+    r = run_with_threads(value, "import llmnb, numba; print(numba.get_num_threads()); "
+                                f"llmnb.load({str(TINY)!r})")
+    assert r.stdout.strip() == "2"                  # read as unset: numba's default
+    message = f"LLMNB_THREADS: expected a positive whole number of threads, got {value!r}"
+    assert r.stderr.splitlines()[-1] == f"llmnb.errors.UsageError: {message}"
+    cli = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", str(TINY), "-p", "hi"],
+                         capture_output=True, text=True, env={**os.environ, "LLMNB_THREADS": value})
+    assert cli.returncode == 2 and cli.stderr.strip() == f"llmnb: error: {message}"

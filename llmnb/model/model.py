@@ -19,6 +19,7 @@ import numpy.typing as npt
 from llmnb.errors import UsageError
 from llmnb.gguf.reader import GGUFFile, open_gguf
 from llmnb.hub import resolve
+from llmnb.kernels.threads import from_environment
 from llmnb.model.config import ModelConfig, ModelError, config_from_gguf
 from llmnb.model.transformer import Transformer
 from llmnb.model.weights import WEIGHTS, ResidencyPlan, Weights, default_weights, plan_residency
@@ -141,8 +142,10 @@ def load(model: str | os.PathLike[str], tokenizer: str | os.PathLike[str] | None
     causal models, f32 for float files and for diffusion models that fit:
     ``weights.default_weights``). `residency`, for f32 weights:
     "resident" (in memory), "streaming" (dequantize each layer when used) or "auto"
-    (resident if it fits). A model that does not fit is refused here.
+    (resident if it fits). A model that does not fit is refused here, and so is a bad
+    ``$LLMNB_THREADS`` (importing llmnb reads it as unset, ``llmnb.kernels.threads``).
     """
+    from_environment()
     if weights != "auto" and weights not in WEIGHTS:
         raise UsageError(f"weights: expected one of {', '.join(WEIGHTS)} or 'auto', "
                          f"got {weights!r}")

@@ -7,6 +7,10 @@ kernel calls no BLAS, and numpy calls happen between kernels, so n threads each 
 oversubscription, except that OpenBLAS's idle threads go on spinning after a call unless
 their timeout was set before numpy loaded OpenBLAS: a pass that alternates small BLAS calls
 with parallel kernels runs BLAS on one thread (``one_blas_thread``).
+
+``$LLMNB_THREADS`` (a positive whole number) sets where the three start, for the whole process:
+BLAS and numexpr when llmnb is imported (``start_from_environment``), numba when the first
+kernel loads (``llmnb.kernels.threads``); ``threads(n)`` still sets any count for its block.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import numexpr
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from llmnb.errors import UsageError
+from llmnb.kernels.threads import environment_default
 from llmnb.kernels.threads import set_threads as set_kernel_threads
 
 
@@ -34,6 +39,16 @@ def threads(n: int) -> Iterator[None]:
         finally:
             set_kernel_threads(previous_kernels)
             numexpr.set_num_threads(previous)
+
+
+def start_from_environment() -> None:
+    """BLAS and numexpr on ``$LLMNB_THREADS`` threads from now on, when it is set. A bad value
+    does not fail the import: ``llmnb.load`` raises it as a ``UsageError`` (the command line
+    prints it, exit code 2)."""
+    n = environment_default()
+    if n is not None:
+        threadpool_limits(limits=n)
+        numexpr.set_num_threads(n)
 
 
 _CONTROLLER: list[Any] = []      # threadpoolctl's view of the loaded BLAS, found once
