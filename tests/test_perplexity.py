@@ -63,7 +63,6 @@ def test_bad_arguments() -> None:
 def test_smollm2_matches_llama_perplexity(model_file: str, tolerance: float) -> None:
     run = next(r for r in REF["runs"] if r["model_file"] == model_file and r["n_ctx"] == 512)
     m = llmnb.load(hub_model("smollm2-135m"))
-    with llmnb.threads(2):
-        r = perplexity(m, TEXT, ctx=512, max_chunks=run["chunks"])
+    r = perplexity(m, TEXT, ctx=512, max_chunks=run["chunks"])
     assert r.n_scored == run["scored_tokens"]
     assert r.ppl == pytest.approx(run["ppl"], rel=tolerance)
