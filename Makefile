@@ -90,8 +90,9 @@ mypy: $(STAMP)
 # are done: NOTEBOOKS_BESIDE (each with its solutions) in the second, the rest in the first, and
 # in `make test` the browser test last in the first. On an AVX2-only 2-core Zen 1 the notebooks
 # took 41 minutes one after the other and about 20 minutes per process side by side; their cells
-# mostly run on one thread. The halves are balanced on measured times: the first process's tests
-# take about 700 s there, the second's about 1260 s. Their timings here are slowed by the other
+# mostly run on one thread. The halves are balanced on measured times there: the first process's
+# tests take about 620 s, its notebooks 1100 s and the browser test 140 s; the second's tests
+# about 620 s, its notebooks 1200 s. Their timings here are slowed by the other
 # process, and nothing checks them (--nbval-lax, and no assert reads a time): the saved outputs
 # come from `make notebooks`, which runs the notebooks one at a time on a quiet machine. No
 # notebook takes the machine lock, so the lock tests still see no stranger.
@@ -100,7 +101,7 @@ TESTS_BESIDE := $(addprefix tests/,test_notebook_bite.py test_perplexity.py \
 PYTEST_ENV := LLMNB_EXPECT_COMPILED=1 LLMNB_REQUIRE_MODELS=1 LLMNB_THREADS=1
 BESIDE_LOG := test-output/pytest-beside.log
 BROWSER_TEST = $(PYTEST_ENV) LLMNB_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/browser
-NOTEBOOKS_BESIDE := $(foreach n,03 06 10 14 16 17,\
+NOTEBOOKS_BESIDE := $(foreach n,03 04 05 06 10 13 14 16 17,\
 	$(wildcard notebooks/$(n)_*.ipynb notebooks/solutions/$(n)_*.ipynb))
 
 # The second process runs in the background with its output in BESIDE_LOG, printed after the
