@@ -34,6 +34,11 @@ def environment_default() -> int | None:
         return None
 
 
+def _or_environment(n: int | None) -> int | None:
+    """The count to apply for a request `n` (None: the environment's, if any)."""
+    return n if n is not None else environment_default()
+
+
 def set_threads(n: int | None) -> int | None:
     """Ask for `n` kernel threads (None: ``$LLMNB_THREADS``, else numba's default, every
     core); returns the previous request. Applied at once when numba is loaded, else when it
@@ -41,7 +46,7 @@ def set_threads(n: int | None) -> int | None:
     previous = _wanted[0] if _wanted else None
     _wanted[:] = [] if n is None else [int(n)]
     for apply in _apply:
-        apply(n if n is not None else environment_default())
+        apply(_or_environment(n))
     return previous
 
 
@@ -53,5 +58,4 @@ def on_load(apply: Callable[[int | None], None]) -> None:
     """``jit.py``, having loaded numba, hands over its thread setter: applied now to the count
     asked for so far and to every later request (this module never imports numba)."""
     _apply[:] = [apply]
-    n = wanted()
-    apply(n if n is not None else environment_default())
+    apply(_or_environment(wanted()))
