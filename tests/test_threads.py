@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numexpr
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
@@ -72,3 +74,47 @@ def test_a_bad_llmnb_threads_imports_and_load_refuses_it(value: str) -> None:
     cli = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", str(TINY), "-p", "hi"],
                          capture_output=True, text=True, env={**os.environ, "LLMNB_THREADS": value})
     assert cli.returncode == 2 and cli.stderr.strip() == f"llmnb: error: {message}"
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba has one thread here")
+def test_a_pass_whose_products_run_in_blas_runs_numba_on_one_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tiny-ar's float32 decode step multiplies in BLAS: its attention kernel runs on one
+    numba thread (and numba's count is back afterwards); a batch through the tiled few-row
+    kernel keeps both threads; the logits are the same bits at one thread and at two."""
+    import llmnb.kernels.attention as attention
+    from llmnb.ar.kv_cache import KVCache
+
+    m = llmnb.load(TINY)
+    tr = m.transformer
+    assert tr.weights.kind == "f32"
+    seen: list[int] = []
+    original = attention.cached_attention
+
+    def counting(*args: object) -> None:
+        seen.append(numba.get_num_threads())
+        original(*args)
+
+    monkeypatch.setattr(attention, "cached_attention", counting)
+    ids = np.arange(1, 9, dtype=np.int64)
+
+    def step(rows: int) -> np.ndarray:
+        cache = KVCache(m.config, 16)
+        tr.forward(ids[:4], cache=cache, last_only=True)
+        cache.commit()
+        seen.clear()
+        return tr.forward(ids[4:4 + rows], start=4, cache=cache)
+
+    with llmnb.threads(1):
+        one = step(1)
+    with llmnb.threads(2):
+        two = step(1)
+        assert seen == [1] * m.config.n_layer and numba.get_num_threads() == 2
+        tr.use_batch_copies(True)
+        try:
+            assert tr.tiled(4)
+            step(4)
+            assert seen == [2] * m.config.n_layer
+        finally:
+            tr.use_batch_copies(False)
+    assert np.array_equal(one, two)

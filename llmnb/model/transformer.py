@@ -43,8 +43,9 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    EXACT_ROWS, Linear, attention, attention_observed, geglu, head_rms_norm, rope_inv_freq,
-    rope_mscale, rope_tables, sliding_window_mask, softcap, step_mask, swiglu_halves,
+    EXACT_ROWS, TILED_MAX, TILED_ROWS, Linear, attention, attention_observed, geglu,
+    head_rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap,
+    step_mask, swiglu_halves,
 )
 from llmnb.model.batch_copy import batch_copy, batch_copy_size
 from llmnb.model.config import ModelConfig
@@ -193,14 +194,37 @@ class Transformer:
         explicit `positions`, for a diffusion step that recomputes only some of its canvas).
         `n_layers` runs only the first layers before the final norm (a self-drafter).
 
-        A pass of more than EXACT_ROWS rows whose products all run in the integer kernels
-        calls BLAS only for its attention, and runs it on one thread (``one_blas_thread``)."""
+        BLAS and numba's kernels do not share the cores well: a kernel's parallel region ends
+        with its threads spinning, waiting for more work, and a BLAS call that follows waits
+        for the cores they hold (SmolLM2-135M's float32 decode at 2 threads: 25 ms a token with
+        numba's attention on one thread, 75 to 220 ms with it on two, on a 2-core Xeon). So a
+        pass of more than EXACT_ROWS rows whose products all run in the integer kernels calls
+        BLAS only for its attention, and runs it on one thread (``one_blas_thread``); a pass
+        whose products run in BLAS (float32 weights, but for the tiled few-row kernel) runs
+        numba's kernels on one thread."""
         if len(ids) > EXACT_ROWS and self.kernels_only():
             from llmnb.perf.threads import one_blas_thread
 
             with one_blas_thread():
                 return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
+        if self.weights.kind == "f32" and not self.tiled(len(ids)):
+            from numba import get_num_threads, set_num_threads
+
+            n = get_num_threads()
+            if n > 1:
+                set_num_threads(1)
+                try:
+                    return self._hidden(ids, start, cache, causal, key_mask, positions,
+                                        n_layers)
+                finally:
+                    set_num_threads(n)
         return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
+
+    def tiled(self, rows: int) -> bool:
+        """Whether a pass of `rows` rows multiplies through the tiled few-row kernel (float32
+        weights with their batch copies in tiles, ``Linear.matmul``)."""
+        first = self.linears[0][0].copy if self.linears else None
+        return self.copies_held and isinstance(first, F32Tiles) and TILED_ROWS <= rows < TILED_MAX
 
     def kernels_only(self) -> bool:
         """Whether every product of the layers runs in the integer kernels (no float32 copy)."""
