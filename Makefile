@@ -15,7 +15,7 @@ MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 NBVAL  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 
-.PHONY: lab test test-pure test-browser browser setup models vocab lint mypy pytest bench notebooks clean
+.PHONY: lab test test-pure test-browser browser setup prepare models vocab lint mypy pytest bench notebooks clean
 
 # JupyterLab refuses to run as root unless told; containers often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -23,9 +23,15 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup models
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(ALLOW_ROOT)
 
-test: setup models vocab lint mypy browser pytest
+test: setup prepare pytest
 # in `make test` the browser test ends the first pytest process (``pytest`` below)
 test: BROWSER_AFTER = $(BROWSER_TEST) || s=1;
+
+# the rest of `make test`'s set-up (models, vocabulary files, Chromium: downloads and
+# unpacking) side by side with its static checks (ruff, mypy: one core each), each target's
+# output printed whole when it ends
+prepare: setup
+	@$(MAKE) --no-print-directory -j5 --output-sync=target models vocab lint mypy browser
 
 setup: $(STAMP)
 
