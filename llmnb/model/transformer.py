@@ -194,30 +194,21 @@ class Transformer:
         explicit `positions`, for a diffusion step that recomputes only some of its canvas).
         `n_layers` runs only the first layers before the final norm (a self-drafter).
 
-        BLAS and numba's kernels do not share the cores well: a kernel's parallel region ends
-        with its threads spinning, waiting for more work, and a BLAS call that follows waits
-        for the cores they hold (SmolLM2-135M's float32 decode at 2 threads: 25 ms a token with
-        numba's attention on one thread, 75 to 220 ms with it on two, on a 2-core Xeon). So a
-        pass of more than EXACT_ROWS rows whose products all run in the integer kernels calls
-        BLAS only for its attention, and runs it on one thread (``one_blas_thread``); a pass
-        whose products run in BLAS (float32 weights, but for the tiled few-row kernel) runs
-        numba's kernels on one thread."""
+        BLAS and numba's kernels do not share the cores: whichever ran last leaves its threads
+        spinning on them. So a pass of more than EXACT_ROWS rows whose products all run in the
+        integer kernels calls BLAS only for its attention, and runs it on one thread
+        (``one_blas_thread``); a pass whose products run in BLAS (float32 weights, but for the
+        tiled few-row kernel) runs numba's kernels on one thread (``one_kernel_thread``)."""
         if len(ids) > EXACT_ROWS and self.kernels_only():
             from llmnb.perf.threads import one_blas_thread
 
             with one_blas_thread():
                 return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
         if self.weights.kind == "f32" and not self.tiled(len(ids)):
-            from numba import get_num_threads, set_num_threads
+            from llmnb.perf.threads import one_kernel_thread
 
-            n = get_num_threads()
-            if n > 1:
-                set_num_threads(1)
-                try:
-                    return self._hidden(ids, start, cache, causal, key_mask, positions,
-                                        n_layers)
-                finally:
-                    set_num_threads(n)
+            with one_kernel_thread():
+                return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
         return self._hidden(ids, start, cache, causal, key_mask, positions, n_layers)
 
     def tiled(self, rows: int) -> bool:
