@@ -72,3 +72,40 @@ def test_each_row_is_the_same_bits_as_that_row_alone_over_its_own_keys(isa: str,
                        np.ascontiguousarray(k[:, :seen]), np.ascontiguousarray(v[:, :seen]),
                        np.ones((1, seen), dtype=bool))
         np.testing.assert_array_equal(batch[row], alone[0])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_a_prompts_causal_rows_in_chunks_and_parts_are_each_the_bits_of_that_row_alone(
+        isa: str) -> None:
+    """A 70-row causal prompt through ``cached_attention`` (210 pairs per key/value head: more
+    than a part computes at a time, ``attention.CHUNK``, and split between threads by work,
+    ``attention.part_start``): the same bits at one and three threads, each row the bits of
+    that row alone over its own keys, and right to float32 rounding."""
+    from llmnb.kernels import attention
+
+    rng = np.random.default_rng(11)
+    nh, n_kv, t, hd = 6, 2, 70, 64
+    assert nh // n_kv * t > attention.CHUNK
+    qkv = rng.standard_normal((t, (nh + 2 * n_kv) * hd)).astype(np.float32)
+    cos = np.ones((t, hd // 2), np.float32)             # RoPE by angle 0: the rows as they are
+    sin = np.zeros((t, hd // 2), np.float32)
+    outs = []
+    for threads in (1, 3):
+        keys = np.zeros((n_kv, t, hd), np.float32)
+        values = np.zeros((n_kv, t, hd), np.float32)
+        out = np.empty((t, nh * hd), np.float32)
+        attention.cached_attention(*isas(isa), qkv.copy(), nh, cos, sin, keys, values, 0, None,
+                                   np.float32(1 / np.sqrt(hd)), out, threads)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    q = np.ascontiguousarray(qkv[:, :nh * hd].reshape(t, nh, hd).transpose(1, 0, 2))
+    k = np.ascontiguousarray(qkv[:, nh * hd:(nh + n_kv) * hd].reshape(t, n_kv, hd)
+                             .transpose(1, 0, 2))
+    v = np.ascontiguousarray(qkv[:, (nh + n_kv) * hd:].reshape(t, n_kv, hd).transpose(1, 0, 2))
+    causal = np.arange(t)[None, :] <= np.arange(t)[:, None]
+    np.testing.assert_allclose(outs[0], reference(q, k, v, causal), rtol=2e-5, atol=2e-6)
+    for row in (0, 1, 15, 16, 47, 69):
+        alone, _ = run(isa, np.ascontiguousarray(q[:, row:row + 1]),
+                       np.ascontiguousarray(k[:, :row + 1]), np.ascontiguousarray(v[:, :row + 1]),
+                       np.ones((1, row + 1), dtype=bool))
+        np.testing.assert_array_equal(outs[0][row], alone[0])

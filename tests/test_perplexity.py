@@ -64,10 +64,16 @@ def test_bad_arguments() -> None:
 CHUNKS = 4
 
 
-@pytest.mark.parametrize("model_file,tolerance", [("f32", 0.005), ("original", 0.01)])
-def test_smollm2_matches_llama_perplexity(model_file: str, tolerance: float) -> None:
+# llama.cpp's run on the F32 copy against llmnb's float32 path on the same file's weights (the
+# same products to float32 rounding: 32.92308 against 32.9231), its run on the original Q4_1
+# file against the default weights' integer products (8-bit activations on both sides, summed in
+# different orders: 33.02 to 33.14 against 33.07 as the attention's last bits change)
+@pytest.mark.parametrize("model_file,weights,tolerance", [("f32", "f32", 1e-4),
+                                                          ("original", "quantized", 0.01)])
+def test_smollm2_matches_llama_perplexity(model_file: str, weights: str,
+                                          tolerance: float) -> None:
     run = next(r for r in REF["runs"] if r["model_file"] == model_file and r["n_ctx"] == 512)
-    m = llmnb.load(hub_model("smollm2-135m"))
+    m = llmnb.load(hub_model("smollm2-135m"), weights=weights)
     r = perplexity(m, TEXT, ctx=512, max_chunks=CHUNKS)
     assert r.n_scored == run["scored_tokens_per_chunk"] * CHUNKS
     assert r.ppl == pytest.approx(run["running_ppl"][CHUNKS - 1], rel=tolerance)

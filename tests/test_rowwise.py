@@ -81,3 +81,53 @@ def test_the_residual_add_and_norm_in_one_call_are_the_bits_of_the_two_apart() -
     got = add_rms_norm(h, delta, w, 1e-5, np.empty_like(h))
     np.testing.assert_array_equal(h, apart)              # h is added to in place
     np.testing.assert_array_equal(got, want)
+
+
+def test_rows_split_between_threads_are_the_bits_of_the_rows_on_one_thread() -> None:
+    """Each step's `_parts` kernel (a prompt's or a canvas's rows split between threads, here
+    into 3 parts of uneven size) gives the bits of its one-thread kernel, and ``split`` splits
+    from PARALLEL_ROWS rows on, when numba has more than one thread."""
+    from numba import config
+
+    import llmnb
+    from llmnb.kernels import rowwise as rw
+
+    rng = np.random.default_rng(5)
+    t, d, ff, heads, hd = 41, 96, 160, 5, 16
+    x = rng.standard_normal((t, d)).astype(np.float32)
+    w = rng.standard_normal(d).astype(np.float32)
+    eps = np.float32(1e-5)
+    one, three = np.empty_like(x), np.empty_like(x)
+    rw.rms_norm_rows(x, w, eps, one)
+    rw.rms_norm_parts(x, w, eps, three, 3)
+    np.testing.assert_array_equal(three, one)
+    delta = rng.standard_normal((t, d)).astype(np.float32)
+    h1, h3 = x.copy(), x.copy()
+    rw.add_rms_norm_rows(h1, delta, w, eps, one)
+    rw.add_rms_norm_parts(h3, delta, w, eps, three, 3)
+    np.testing.assert_array_equal(h3, h1)
+    np.testing.assert_array_equal(three, one)
+    q = rng.standard_normal((t, heads, hd)).astype(np.float32)
+    cos = rng.standard_normal((t, hd // 2)).astype(np.float32)
+    sin = rng.standard_normal((t, hd // 2)).astype(np.float32)
+    q1, q3 = q.copy(), q.copy()
+    rw.rope_rows(q1, cos, sin)
+    rw.rope_parts(q3, cos, sin, 3)
+    np.testing.assert_array_equal(q3, q1)
+    assert not np.array_equal(q1, q)
+    gu = (rng.standard_normal((t, 2 * ff)) * 4).astype(np.float32)
+    y1, y3 = np.empty((t, ff), np.float32), np.empty((t, ff), np.float32)
+    rw.swiglu_rows(gu, y1)
+    rw.swiglu_parts(gu, y3, 3)
+    np.testing.assert_array_equal(y3, y1)
+    scores = rng.standard_normal((2 * t, t + 4)).astype(np.float32)
+    s1, s3 = scores.copy(), scores.copy()
+    rw.softmax_rows(s1, t, 4)                    # causal: query r % t sees keys 0..4 + r % t
+    rw.softmax_parts(s3, t, 4, 3)
+    np.testing.assert_array_equal(s3, s1)
+    assert s1[0, 5] == 0.0 and s1[0, 4] > 0.0
+    with llmnb.threads(1):
+        assert rw.split(rw.PARALLEL_ROWS) == 1
+    if config.NUMBA_NUM_THREADS >= 2:
+        with llmnb.threads(2):
+            assert rw.split(rw.PARALLEL_ROWS) == 2 and rw.split(rw.PARALLEL_ROWS - 1) == 1

@@ -55,6 +55,25 @@ def test_verify_costs_interpolate_the_knots_and_learn_from_batches() -> None:
         VerifyCosts([1.0, 2.0])
 
 
+def test_the_process_record_passes_over_its_first_step_and_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's first plain step and first batch may load or compile numba's code (seconds
+    on a cold cache): the record ``costs_for`` keeps learns from neither, so a batch measured at
+    1000 steps does not stop every later generation from verifying."""
+    v = VerifyCosts(skip_first=True)
+    v.time_step(5.0)                                             # the first step: passed over
+    assert v.t_step == 0.0
+    v.time_step(1.0)
+    v.time_verify(8, 1000.0)                                     # the first batch: passed over
+    assert v.batches == 0 and v.steps_at(8) == PRIOR_STEPS[KNOTS.index(8)]
+    v.time_verify(8, 3.0)
+    assert v.batches == 1 and abs(v.steps_at(8) - 3.0) < 1e-9
+    from llmnb.ar import speculative_costs
+
+    monkeypatch.setattr(speculative_costs, "_COSTS", {})
+    assert costs_for(llmnb.load(TINY)).unseen == {"step", "batch"}
+
+
 def test_a_knot_no_longer_measured_follows_the_level_of_the_ones_that_are() -> None:
     # the machine gets quieter while the controller verifies 4 rows only: the 16-row knot,
     # not measured since, must come down with it, or 16 rows would keep looking dearer than

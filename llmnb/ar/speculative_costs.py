@@ -17,8 +17,12 @@ least-mean-squares step of rate 0.1). A knot the controller stopped using thus f
 level of the ones it uses, instead of keeping what it measured in a busier or a quieter minute:
 a stale knot would make its length look cheaper or dearer than the ones measured since, and the
 controller, never verifying that length again, would never learn otherwise. t_1 is an average
-of measured plain steps. On a CPU c(T) is well above t_1 even for two rows
-(``python -m llmnb.perf.bench_spec --paths`` measures the curve, notebook 10 draws it).
+of measured plain steps. On a CPU c(T) is well above t_1 even for two rows (``python -m
+llmnb.perf.bench_spec --paths`` measures the curve, notebook 10 draws it). The process's records
+(``costs_for``) pass over their first plain step and their first batch: the first pass of its
+kind in a process loads numba's compiled code, or compiles it on a cold cache (seconds), and a
+curve scaled by that would make every batch look dear, so that a generation would never verify
+again to learn otherwise.
 
 **A model drafter** (``DrafterCosts``) pays d seconds per drafted token and, for its catch-up
 (the tokens committed since it last ran, fed through its model in one batch), b seconds per
@@ -59,7 +63,7 @@ class VerifyCosts:
     for one model and thread count (module docstring)."""
 
     def __init__(self, steps: Sequence[float] = PRIOR_STEPS, rate: float = 0.1,
-                 level_rate: float = LEVEL_RATE) -> None:
+                 level_rate: float = LEVEL_RATE, skip_first: bool = False) -> None:
         if len(steps) != len(KNOTS):
             raise UsageError(f"VerifyCosts: expected {len(KNOTS)} steps, one per knot {KNOTS}, "
                              f"got {len(steps)}")
@@ -69,6 +73,8 @@ class VerifyCosts:
         self.t_step = 0.0                 # seconds of a plain decode step (average); 0 = unknown
         self.batches = 0                  # verify batches measured
         self.drafters: dict[str, DrafterCosts] = {}   # model drafters used with this target
+        # the first plain step and the first batch not yet passed over (``skip_first``)
+        self.unseen: set[str] = {"step", "batch"} if skip_first else set()
 
     def _weights(self, rows: int) -> tuple[int, float]:
         """The knot interval [i, i + 1] of `rows` and its weight on knot i + 1 (> 1 beyond
@@ -93,10 +99,16 @@ class VerifyCosts:
         return self.t_step * self.steps_at(rows)
 
     def time_step(self, seconds: float) -> None:
+        if "step" in self.unseen:
+            self.unseen.discard("step")
+            return
         self.t_step = seconds if self.t_step == 0.0 else 0.7 * self.t_step + 0.3 * seconds
 
     def time_verify(self, rows: int, seconds: float) -> None:
         if self.t_step == 0.0 or rows < 2:
+            return
+        if "batch" in self.unseen:
+            self.unseen.discard("batch")
             return
         measured = seconds / self.t_step
         # the level: the first batch sets it, every later one moves it by a share of its error
@@ -149,7 +161,7 @@ def costs_for(model: Model) -> VerifyCosts:
                   ("quantized-float", True): PRIOR_STEPS_QUANTIZED_WIDE,
                   ("quantized", False): PRIOR_STEPS_INTEGER,
                   ("quantized", True): PRIOR_STEPS_INTEGER}
-        _COSTS[key] = VerifyCosts(priors[weights, copies])
+        _COSTS[key] = VerifyCosts(priors[weights, copies], skip_first=True)
     return _COSTS[key]
 
 

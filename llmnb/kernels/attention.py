@@ -21,10 +21,12 @@ more than its decode step, gets the decode step's bits.
 
 The numbers are those of ``llmnb.model.blocks.attention`` to float32 rounding; only the order is
 pinned. ``exact_attention`` takes q, k and v as arrays; ``cached_attention`` is a decode step's
-(or a verify batch's) whole attention in one call: RoPE on the projection's output, the new keys
-and values written into the KV cache's arrays, then the same rows over the cache. For many
-rows (a long prompt, a diffusion canvas) BLAS is much faster and no verify compares against it,
-so the forward pass uses this only for a few rows (``llmnb.model.blocks.EXACT_ROWS``).
+(or a verify batch's, or a prompt's) whole attention in one call: RoPE on the projection's output,
+the new keys and values written into the KV cache's arrays, then the same rows over the cache.
+A prompt's rows go by in chunks (CHUNK pairs a part at a time, their scratch in the caches) and
+its causal pairs are split between threads by their keys, not their count. The forward pass
+takes every causal or tree-masked pass here up to ``llmnb.model.blocks.EXACT_ROWS`` rows (it
+beats BLAS's score matrix there); a bidirectional diffusion canvas keeps BLAS.
 """
 from __future__ import annotations
 
@@ -131,7 +133,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
     allowed.shape[1] that allowed[t, j] names, or with `allowed` None the keys 0..base + t.
     The keys go by in tiles of TILE, each scored for every pair (then summed into the values for
     every pair) while it sits in the first-level cache; each pair's sums keep their key order.
-    scores, weights, bits, part, acc and totals: the pairs' scratch rows, indexed by r."""
+    scores, weights, bits, part, acc and totals: the pairs' scratch rows, pair r in row r - r0."""
     isa = isas[0]
     hd = k.shape[2]
     n = lanes(isa)
@@ -139,7 +141,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
     kg = k[g]
     vg = v[g]
     powers = bits.view(np.float32)                 # 2^k of each weight's e^(s - top)
-    s_top = keys_seen(allowed, base, t_rows - 1)
+    s_top = keys_seen(allowed, base, (r1 - 1) // group)          # the last pair's keys
     for j0 in range(0, s_top, TILE):             # the scores, a tile of keys for every pair
         for r in range(r0, r1):
             t = r // group
@@ -149,7 +151,7 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
             if j1 <= j0:
                 continue
             row = q[t, h * hd:(h + 1) * hd]
-            sr = scores[r]
+            sr = scores[r - r0]
             end = j1 - (j1 - j0) % n               # blocks of lanes keys, then one by one
             for j in range(j0, end, n):
                 key_scores(isa, row, kg, j, sr)
@@ -159,8 +161,8 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
         t = r // group
         h = g * group + r % group
         s_keys = keys_seen(allowed, base, t)
-        sr = scores[r]
-        wr = weights[r]
+        sr = scores[r - r0]
+        wr = weights[r - r0]
         if body < hd:                             # a head size past the last full vector
             row = q[t, h * hd:(h + 1) * hd]
             for j in range(s_keys):
@@ -173,11 +175,11 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
         else:
             for j in range(s_keys):
                 sr[j] *= scale
-        top = row_max(isa, sr, s_keys, part[r])
-        br = bits[r]
+        top = row_max(isa, sr, s_keys, part[r - r0])
+        br = bits[r - r0]
         for j in range(s_keys):                   # e^(s - top) in two parts (``exp_two``)
             wr[j], br[j] = exp_two(sr[j] - top)
-        two_k = powers[r]
+        two_k = powers[r - r0]
         if allowed is not None:
             seen = allowed[t]
             for j in range(s_keys):
@@ -187,9 +189,9 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
                 wr[j] *= two_k[j]
         for j in range(s_keys, s_top):            # keys a later row of the block sees
             wr[j] = 0
-        totals[r] = lane_sum(isa, wr, s_keys, part[r])
+        totals[r - r0] = lane_sum(isa, wr, s_keys, part[r - r0])
         for i in range(hd):
-            acc[r, i] = 0
+            acc[r - r0, i] = 0
     # sum_j e_j v_j, a tile of values for blocks of four pairs (then two, one) side by side,
     # each value register loaded once for them all: each output a chain of fused
     # multiply-adds in key order. A block's keys run to its last pair's; the others' weights
@@ -203,23 +205,23 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
             t = (r + size - 1) // group
             j1 = min(j0 + TILE, keys_seen(allowed, base, t))
             if size == 4:
-                values_block(isas[2], flat, width, vg, acc, r, j0, j1)
+                values_block(isas[2], flat, width, vg, acc, r - r0, j0, j1)
             elif size == 2:
-                values_block(isas[1], flat, width, vg, acc, r, j0, j1)
+                values_block(isas[1], flat, width, vg, acc, r - r0, j0, j1)
             else:
-                values_block(isas[0], flat, width, vg, acc, r, j0, j1)
+                values_block(isas[0], flat, width, vg, acc, r - r0, j0, j1)
             r += size
     for r in range(r0, r1):
         t = r // group
         h = g * group + r % group
         o = out[t, h * hd:(h + 1) * hd]
-        total = totals[r]
+        total = totals[r - r0]
         for i in range(hd):
-            o[i] = acc[r, i] / total
+            o[i] = acc[r - r0, i] / total
         if probs is not None:
             s_keys = keys_seen(allowed, base, t)
             for j in range(s_keys):
-                probs[h, t, j] = weights[r, j] / total
+                probs[h, t, j] = weights[r - r0, j] / total
 
 
 @njit(cache=True)
@@ -233,43 +235,79 @@ def attend_all(isas, q, k, v, n_head, t_rows, allowed, base, scale, out, probs, 
     per = group * t_rows
     n = lanes(isas[0])
     width = keys_seen(allowed, base, t_rows - 1) + n
-    rh = n_head * t_rows
+    parts = max(1, min(per, threads))
+    most = 0                                     # the most pairs a part has
+    for p in range(parts):
+        most = max(most, part_start(per, parts, p + 1, group, allowed, base)
+                   - part_start(per, parts, p, group, allowed, base))
+    each = min(CHUNK, most)                      # scratch rows per part
+    rh = n_kv * parts * each
     scores = np.empty((rh, width), np.float32)
     weights = np.empty((rh, width), np.float32)
     bits = np.empty((rh, width), np.int32)
     part = np.empty((rh, n), np.float32)
     acc = np.empty((rh, hd), np.float32)
     totals = np.empty(rh, np.float32)
-    parts = max(1, min(per, threads))
     scratch = (scores, weights, bits, part, acc, totals)
     if parts == 1:               # on one thread: no parallel region to start (2 us a call)
         for g in range(n_kv):
             attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, 1,
-                         g, scratch)
+                         each, g, scratch)
         return
-    _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,
+    _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, each, n_kv,
          scratch)
 
 
 @njit(parallel=True, cache=True)
-def _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, n_kv,  # type: ignore[no-untyped-def]
-         scratch):
+def _run(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts, each,  # type: ignore[no-untyped-def]
+         n_kv, scratch):
     """``attend_piece`` over every part, a part per thread."""
     for gp in prange(n_kv * parts):
         attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts,
-                     gp, scratch)
+                     each, gp, scratch)
 
 
 @njit(inline="always")
 def attend_piece(isas, q, k, v, group, t_rows, allowed, base, scale, out, probs, per, parts,  # type: ignore[no-untyped-def]
-                 gp, scratch):
-    """Part gp % parts of key/value head gp // parts: ``attend_part`` on that head's rows of
-    the scratch arrays."""
-    g, p, a = gp // parts, gp % parts, gp // parts * per
+                 each, gp, scratch):
+    """Part gp % parts of key/value head gp // parts: ``attend_part`` on its pairs, `each`
+    at a time in the part's own `each` rows of the scratch arrays."""
+    g, p, a = gp // parts, gp % parts, gp * each
     scores, weights, bits, part, acc, totals = scratch
-    attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, per * p // parts,
-                per * (p + 1) // parts, out, probs, scores[a:a + per], weights[a:a + per],
-                bits[a:a + per], part[a:a + per], acc[a:a + per], totals[a:a + per])
+    r = part_start(per, parts, p, group, allowed, base)
+    end = part_start(per, parts, p + 1, group, allowed, base)
+    while r < end:
+        r1 = min(r + each, end)
+        attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r, r1, out, probs,
+                    scores[a:a + each], weights[a:a + each], bits[a:a + each],
+                    part[a:a + each], acc[a:a + each], totals[a:a + each])
+        r = r1
+
+
+# pairs a part computes at a time: a prompt's hundreds of pairs would take megabytes of scores,
+# weights and sums, past the second-level cache (a 128-row prompt then took longer than BLAS)
+CHUNK = 48
+PAIR_KEYS = 16     # what a (row, head) pair costs beside its keys, in keys' worth of work
+
+
+@njit(inline="always")
+def part_start(per, parts, p, group, allowed, base):  # type: ignore[no-untyped-def]
+    """The first pair of part p of a key/value head's `per` pairs split into `parts`: equal
+    counts of pairs where every row sees as many keys (a mask), else equal work, a pair's
+    being its keys and PAIR_KEYS (a causal row t sees base + t + 1 keys: split by count, the
+    last part of a prompt's rows would have three times the first one's keys)."""
+    if allowed is not None or p == 0 or p == parts:
+        return per * p // parts
+    total = 0
+    for r in range(per):
+        total += base + r // group + 1 + PAIR_KEYS
+    want = total * p // parts
+    done = 0
+    r = 0
+    while r < per and done < want:
+        done += base + r // group + 1 + PAIR_KEYS
+        r += 1
+    return r
 
 
 @njit(cache=True)

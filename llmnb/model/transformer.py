@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from llmnb.kernels.layout import F32Tiles
 from llmnb.model.blocks import (
-    EXACT_ROWS, TILED_MAX, TILED_ROWS, Linear, attention, attention_observed, geglu,
+    TILED_MAX, TILED_ROWS, Linear, attention, attention_observed, exact_pass, geglu,
     head_rms_norm, rope_inv_freq, rope_mscale, rope_tables, sliding_window_mask, softcap,
     step_mask, swiglu_halves,
 )
@@ -195,11 +195,13 @@ class Transformer:
         `n_layers` runs only the first layers before the final norm (a self-drafter).
 
         BLAS and numba's kernels do not share the cores: whichever ran last leaves its threads
-        spinning on them. So a pass of more than EXACT_ROWS rows whose products all run in the
-        integer kernels calls BLAS only for its attention, and runs it on one thread
-        (``one_blas_thread``); a pass whose products run in BLAS (float32 weights, but for the
-        tiled few-row kernel) runs numba's kernels on one thread (``one_kernel_thread``)."""
-        if len(ids) > EXACT_ROWS and self.kernels_only():
+        spinning on them. So a pass whose products all run in the integer kernels and whose
+        attention runs in BLAS (a diffusion canvas, a prompt past EXACT_ROWS: ``exact_pass``)
+        runs BLAS on one thread (``one_blas_thread``); a pass whose products run in BLAS (float32
+        weights, but for the tiled few-row kernel) runs numba's kernels on one thread
+        (``one_kernel_thread``)."""
+        causal_pass = self.config.causal if causal is None else causal
+        if not exact_pass(len(ids), causal_pass, key_mask) and self.kernels_only():
             from llmnb.perf.threads import one_blas_thread
 
             with one_blas_thread():
@@ -238,15 +240,14 @@ class Transformer:
         from numba import get_num_threads
 
         from llmnb.kernels.attention import cached_attention, vectors  # numba on first use
-        from llmnb.kernels.rowwise import add_rms_norm, rms_norm as norm, rope_rows
+        from llmnb.kernels.rowwise import add_rms_norm, rms_norm as norm, rope
 
         # a KV cache that lets a compiled call write its rows (``KVCache.in_place``), on a pass
         # the exact attention takes (a few causal or tree-masked rows): each layer's RoPE, cache
         # write and attention in that one call, the same bits as done apart below
         cache_rows: Callable[[int, int], tuple[F32, F32, int] | None] | None = getattr(
             cache, "in_place", None)
-        if (observe is not None or self.q_scale != 1.0 or t > EXACT_ROWS
-                or not (causal or (key_mask is not None and key_mask.ndim == 2))):
+        if observe is not None or self.q_scale != 1.0 or not exact_pass(t, causal, key_mask):
             cache_rows = None
         allowed: npt.NDArray[np.bool_] | None = None       # the pass's (T, S) mask, if it has one
         threads = get_num_threads()
@@ -285,7 +286,7 @@ class Transformer:
                 cached_attention(*vectors(), qkv, c.n_head, cos, sin, keys, values, length,
                                  allowed, scale, a, threads)
             else:
-                rope_rows(qk, cos_swa, sin_swa) if slides else rope_rows(qk, cos, sin)
+                rope(qk, cos_swa, sin_swa) if slides else rope(qk, cos, sin)
                 q = qk[:, :c.n_head].transpose(1, 0, 2)                         # (nh, T, hd)
                 k = qk[:, c.n_head:].transpose(1, 0, 2)                         # (nkv, T, hd)
                 if self.q_scale != 1.0:

@@ -160,7 +160,7 @@ def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str
     import numpy as np
 
     import llmnb
-    from llmnb.kernels.rowwise import rms_norm, softmax_rows, swiglu_rows
+    from llmnb.kernels.rowwise import rms_norm, softmax, swiglu
 
     rng = np.random.default_rng(0)
     gu = rng.standard_normal((n_tokens, 2 * 1536)).astype(np.float32)    # (T, 2 ff)
@@ -173,7 +173,7 @@ def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str
 
     def softmax_forward() -> None:
         p = scores.copy()
-        softmax_rows(p.reshape(-1, n_tokens), n_tokens, -1)
+        softmax(p.reshape(-1, n_tokens), n_tokens, -1)
 
     def softmax_numexpr() -> None:
         p = scores.copy()
@@ -186,7 +186,7 @@ def elementwise(threads: int, n_tokens: int, repeats: int = 21) -> list[dict[str
         ne.evaluate("x / sqrt(ms + eps) * w", local_dict={"x": x, "ms": ms, "eps": eps, "w": w},
                     out=np.empty_like(x))
 
-    cases = [("swiglu", lambda: swiglu_rows(gu, buf),
+    cases = [("swiglu", lambda: swiglu(gu, buf),
               lambda: ne.evaluate("g / (1 + exp(-g)) * u", local_dict={"g": g, "u": u}, out=buf)),
              ("attention softmax", softmax_forward, softmax_numexpr),
              ("rms_norm", lambda: rms_norm(x, w, 1e-5), rms_numexpr)]
