@@ -55,11 +55,11 @@ from llmnb.gguf.constants import GGML_BLOCK_SIZES, GGMLType
 from llmnb.kernels import simd
 from llmnb.kernels.isa import integer_isa
 from llmnb.kernels.simd import (
-    bor, broadcast4, dot4_part, dot4_part_wide, dot4_wide, fabs, fadd, fbigger, fifth_bits, fma,
-    fmul, fsplat, fsplat_rows, fsub, fzero, half_rounded, high_nibbles, iadd, imul, isplat_rows,
-    izero, lanes, lanes_isum, lanes_max, load_bytes, load_floats, load_halves, load_widened,
-    low_nibbles, padd, prefetch, pzero, rows, store_bytes, store_rows, to_floats, to_ints,
-    wide_offset, widen,
+    bor, broadcast4, dot4, dot4_part, dot4_part_wide, dot4_wide, fabs, fadd, fbigger,
+    fifth_bits, fma, fmul, fsplat, fsplat_rows, fsub, fzero, half_rounded, high_nibbles, iadd,
+    imul, isplat_rows, izero, lanes, lanes_isum, lanes_max, load_bytes, load_floats,
+    load_halves, load_widened, low_nibbles, one_chain, padd, prefetch, pzero, rows, store_bytes,
+    store_rows, to_floats, to_ints, wide_offset, widen,
 )
 from llmnb.quant.kquants_dequant import k4_scales_mins
 
@@ -507,6 +507,19 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
     """R rows' integer sums over one block of 32 inputs, added to `a`: stored quants at
     qs[at:] (and their fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride
     n_in)."""
+    if nibbles and one_chain(isa):
+        # VNNI, four or more rows: every product straight into the row's sum (``simd.one_chain``)
+        for c in range(4):
+            prefetch(qs, at + c * 64 + AHEAD)
+            w = load_bytes(isa, qs, at + c * 64)
+            wl = low_nibbles(w)
+            wh = high_nibbles(w)
+            if qh is not None:
+                wl = bor(wl, fifth_bits(isa, qh, hat + c * 16))
+                wh = bor(wh, fifth_bits(isa, qh, hat + c * 16 + 8))
+            a = dot4(isa, a, wl, broadcast4(isa, xq, x0 + 4 * c, n_in))
+            a = dot4(isa, a, wh, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+        return a
     if nibbles:
         # the low and the high nibbles' products in two chains (half the dependent latency),
         # widened once for the block where the int16 partial sums allow it (``simd.widen``)
@@ -525,6 +538,12 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
         if qh is None:                                  # 8 products of nibbles <= 15
             return widen(isa, a, padd(lo, hi))
         return widen(isa, widen(isa, a, lo), hi)        # 4 and 4 of 5-bit quants <= 31
+    if one_chain(isa):
+        for c in range(8):
+            prefetch(qs, at + c * 64 + AHEAD)
+            a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),
+                          broadcast4(isa, xq, x0 + 4 * c, n_in))
+        return a
     b = izero(isa)
     for c in range(0, 8, 2):
         prefetch(qs, at + c * 64 + AHEAD)

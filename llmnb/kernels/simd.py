@@ -870,6 +870,18 @@ the product of q itself."""
 
 @_jit_only
 @intrinsic
+def one_chain(typingctx: Any, isa: IsaType) -> Any:
+    """Whether a block's byte products go straight into the row's int32 sum, one chain of
+    ``dot4`` per row: with VNNI (no int16 partial sums to widen) and four or more rows, whose
+    chains are independent work enough to hide each vpdpbusd's latency. Fewer rows keep two
+    chains a row, added at the end."""
+    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
+        return context.get_constant(types.boolean, isa.isa.startswith("vnni") and isa.rows >= 4)
+    return types.boolean(isa), codegen
+
+
+@_jit_only
+@intrinsic
 def wide_offset(typingctx: Any, isa: IsaType) -> Any:
     """What ``dot4_wide`` adds per unit of sum(x): 128 with VNNI, 0 on AVX2."""
     def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
@@ -984,6 +996,7 @@ __all__ = [
     "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fabs", "fadd", "fbigger",
     "fifth_bits", "fma", "fmax", "fmul", "fsplat", "fsplat_rows", "fsub", "fzero", "half_rounded",
     "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "key_score",
+    "one_chain",
     "key_scores", "lanes", "lanes_isum", "lanes_max", "load_bytes", "load_floats", "load_halves",
     "load_rows", "load_widened", "low_nibbles", "padd", "pzero", "rows", "store_bytes",
     "store_floats", "store_rows", "to_floats", "to_ints", "dot4_part", "dot4_part_wide", "widen",
