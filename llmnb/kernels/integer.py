@@ -507,22 +507,11 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
     """R rows' integer sums over one block of 32 inputs, added to `a`: stored quants at
     qs[at:] (and their fifth bits at qh[hat:], or qh None), activations at xq[x0:] (row stride
     n_in)."""
-    if nibbles and one_chain(isa):
-        # VNNI, four or more rows: every product straight into the row's sum (``simd.one_chain``)
-        for c in range(4):
-            prefetch(qs, at + c * 64 + AHEAD)
-            w = load_bytes(isa, qs, at + c * 64)
-            wl = low_nibbles(w)
-            wh = high_nibbles(w)
-            if qh is not None:
-                wl = bor(wl, fifth_bits(isa, qh, hat + c * 16))
-                wh = bor(wh, fifth_bits(isa, qh, hat + c * 16 + 8))
-            a = dot4(isa, a, wl, broadcast4(isa, xq, x0 + 4 * c, n_in))
-            a = dot4(isa, a, wh, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
-        return a
+    chain = one_chain(isa)         # a constant of the build: the branches below fold away
     if nibbles:
         # the low and the high nibbles' products in two chains (half the dependent latency),
-        # widened once for the block where the int16 partial sums allow it (``simd.widen``)
+        # widened once for the block where the int16 partial sums allow it (``simd.widen``);
+        # with VNNI and four or more rows, straight into the row's sum (``simd.one_chain``)
         lo = pzero(isa)
         hi = pzero(isa)
         for c in range(4):
@@ -533,8 +522,15 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
             if qh is not None:
                 wl = bor(wl, fifth_bits(isa, qh, hat + c * 16))
                 wh = bor(wh, fifth_bits(isa, qh, hat + c * 16 + 8))
-            lo = dot4_part(isa, lo, wl, broadcast4(isa, xq, x0 + 4 * c, n_in))
-            hi = dot4_part(isa, hi, wh, broadcast4(isa, xq, x0 + 16 + 4 * c, n_in))
+            xl = broadcast4(isa, xq, x0 + 4 * c, n_in)
+            xh = broadcast4(isa, xq, x0 + 16 + 4 * c, n_in)
+            if chain:
+                a = dot4(isa, dot4(isa, a, wl, xl), wh, xh)
+            else:
+                lo = dot4_part(isa, lo, wl, xl)
+                hi = dot4_part(isa, hi, wh, xh)
+        if chain:
+            return a
         if qh is None:                                  # 8 products of nibbles <= 15
             return widen(isa, a, padd(lo, hi))
         return widen(isa, widen(isa, a, lo), hi)        # 4 and 4 of 5-bit quants <= 31
