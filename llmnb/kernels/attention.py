@@ -228,8 +228,8 @@ def attend_part(isas, q, k, v, g, group, t_rows, allowed, base, scale, r0, r1, o
 def attend_all(isas, q, k, v, n_head, t_rows, allowed, base, scale, out, probs, threads):  # type: ignore[no-untyped-def]
     """Every (row, head) of q (T, >= n_head hd) against k and v (nkv, >= S, hd) -> out (T,
     n_head hd), and the weights into probs (nh, T, S) unless it is None: each key/value head's
-    pairs split into `threads` parts (each part reads its head's keys once, a tile at a
-    time)."""
+    pairs split into `threads` parts (``part_start``), each part's pairs CHUNK at a time (each
+    chunk reads its head's keys once, a tile at a time)."""
     n_kv, _, hd = k.shape
     group = n_head // n_kv
     per = group * t_rows

@@ -200,8 +200,8 @@ class Transformer:
         runs BLAS on one thread (``one_blas_thread``); a pass whose products run in BLAS (float32
         weights, but for the tiled few-row kernel) runs numba's kernels on one thread
         (``one_kernel_thread``)."""
-        causal_pass = self.config.causal if causal is None else causal
-        if not exact_pass(len(ids), causal_pass, key_mask) and self.kernels_only():
+        causal = self.config.causal if causal is None else causal
+        if not exact_pass(len(ids), causal, key_mask) and self.kernels_only():
             from llmnb.perf.threads import one_blas_thread
 
             with one_blas_thread():
@@ -225,10 +225,9 @@ class Transformer:
                                            for four in self.linears for lin in four)
 
     def _hidden(self, ids: npt.NDArray[np.int64], start: int, cache: KVStore | None,
-                causal: bool | None, key_mask: npt.NDArray[np.bool_] | None,
+                causal: bool, key_mask: npt.NDArray[np.bool_] | None,
                 positions: npt.NDArray[np.int64] | None, n_layers: int | None) -> F32:
         c = self.config
-        causal = c.causal if causal is None else causal
         t = len(ids)
         nq, nkv = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         if positions is None:
