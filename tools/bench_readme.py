@@ -252,6 +252,7 @@ def figure(data: dict[str, Any], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
 
     import llmnb
     from llmnb.perf import roofline as rl
@@ -268,22 +269,34 @@ def figure(data: dict[str, Any], path: Path) -> None:
     if llmnb.hub.is_pulled("smollm2-135m"):
         config = llmnb.load("smollm2-135m").config       # shapes only: nothing is dequantized
         weights = rl.streamed_weights(config)
+        per_weight = {"f32": 4.0}                        # bytes per weight of each residency
         for r in data.get("ar", []):                     # each residency at its own bytes/weight
             if r["threads"] != 1 or r.get("model", "smollm2-135m") != "smollm2-135m":
                 continue
-            b = r["weight_bytes"] / weights if "weight_bytes" in r else 4.0
-            name = f"decode, {r.get('weights', 'f32')} ({b:.2f} B/weight)"
+            kind = r.get("weights", "f32")
+            b = per_weight[kind] = r["weight_bytes"] / weights if "weight_bytes" in r else 4.0
+            name = f"decode, {kind} ({b:.2f} B/weight)"
             decode = dataclasses.replace(rl.ar_decode(config, b, AR_CONTEXT), name=name)
             workloads.append(decode)
             placed.append(rl.place(decode, 1 / r["decode_tok_s"], roof))
-        for r in data.get("diffusion", []):
+        for r in data.get("diffusion", []):              # the same file, relabelled as LLaDA
             if r["threads"] == 1:
-                step = rl.diffusion_step(config, 4.0, r["B"], DIFF_PROMPT)
+                kind = r.get("weights", "f32")
+                b = per_weight.get(kind, 4.0)
+                step = dataclasses.replace(rl.diffusion_step(config, b, r["B"], DIFF_PROMPT),
+                                           name=f"diffusion step B={r['B']}, {kind}")
                 workloads.append(step)
                 placed.append(rl.place(step, r["step_ms"] / 1e3, roof))
     plot_roofline(roof, workloads, placed, ax=top,
-                  title=f"SmolLM2-135M on {facts.cpu}, 1 thread (decode at each residency's bytes "
-                        "per weight; diffusion steps with float32 sgemm)")
+                  title="SmolLM2-135M, 1 thread, on float32's roofs (integer products on "
+                        "quantized blocks can pass sgemm's)")
+    labels = [t for t in top.texts if isinstance(t, Annotation)]
+    steps = [t for t in labels if t.get_text().endswith("of roof") and t.xy[0] > roof.ridge]
+    for label in labels:                 # clear of the diffusion steps, which sit close together
+        if label.get_text().endswith("GFLOP/s"):         # the peak's: beside the ridge
+            label.xy = (roof.ridge, roof.peak_flops / 1e9)
+    for k, label in enumerate(steps):    # the first above its step, the others to the right
+        label.set_position((-30, 7) if k == 0 and len(steps) > 1 else (8, 1))
     points = []
     for r in data.get("scaling", []):
         points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"],
