@@ -164,32 +164,50 @@ def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
 
 
-KERNEL_COLUMNS = [("type", "type", ""), ("bytes/weight read", "bytes_per_weight", ".3f"),
-                  ("in the file", "file_bytes_per_weight", ".3f"), ("MB read", "MB_read", ".0f"),
-                  ("kernel ms", "kernel_ms", ".1f"), ("GB/s", "GB_s", ".1f"),
+KERNEL_COLUMNS = [("type", "type", ""), ("in the file", "file_bytes_per_weight", ".3f"),
+                  ("float kernels: bytes/weight read", "bytes_per_weight", ".3f"),
+                  ("float MB read", "MB_read", ".0f"),
+                  ("float kernels ms", "kernel_ms", ".1f"), ("float GB/s", "GB_s", ".1f"),
+                  ("integer kernels: bytes/weight read", "integer_bytes_per_weight", ".3f"),
+                  ("integer kernels ms", "integer_ms", ".1f"),
+                  ("integer GB/s", "integer_GB_s", ".1f"),
+                  ("integer build", "integer_isa", ""),
                   ("numpy f32 GEMV ms", "numpy_f32_ms", ".1f"),
-                  ("vs numpy f32", "vs_numpy_f32", ".2f")]
+                  ("float vs numpy f32", "vs_numpy_f32", ".2f"),
+                  ("integer vs float", "integer_vs_float", ".2f")]
 CURVE_COLUMNS = [("rows T", "rows", ""), ("type", "type", ""),
-                 ("quantized kernels, decode steps", "quantized_steps", ".2f"),
-                 ("dequantize + sgemm, decode steps", "dense_steps", ".2f"),
-                 ("faster", "faster", "")]
+                 ("float kernels, one-row products", "quantized_steps", ".2f"),
+                 ("integer kernels, one-row products", "integer_steps", ".2f"),
+                 ("dequantize + sgemm, float one-row products", "dense_steps", ".2f"),
+                 ("float kernels ms", "float_ms", ".2f"),
+                 ("integer kernels ms", "integer_ms", ".2f"),
+                 ("fastest", "faster", "")]
 
 
 def quant_table(rows: list[dict[str, Any]]) -> list[str]:
     """One line per type: dequantize and quantize speed-ups, llmnb's dequantize rate; then the
-    kernels' matrix-vector table and the cost curve c(T), when the JSON has them."""
+    kernels' matrix-vector table, the cost curve c(T) and numba's compile time, when the JSON
+    has them."""
     out = convert_table([r for r in rows if "op" in r])
     for cols, key, title in ((KERNEL_COLUMNS, "GB_s", "Products on quantized blocks "
                               "(llmnb.kernels), one decode step's matrices (SmolLM2 shapes, 30 "
-                              "layers): GB/s of the bytes read, against numpy's float32 GEMV in "
-                              "the same run"),
-                             (CURVE_COLUMNS, "rows", "c(T): T rows through one layer's Q4_1 "
-                              "matrices, in one-row products")):
+                              "layers): the float kernels (quants converted to float32) and the "
+                              "integer ones (8-bit activations, byte dot products), GB/s of the "
+                              "bytes each reads, against numpy's float32 GEMV in the same run"),
+                             (CURVE_COLUMNS, "rows", "c(T): T rows through 4 layers' matrices "
+                              "(SmolLM2 shapes) per format, in products of one row through the "
+                              "same kernel (dequantize + sgemm: of one row through the float "
+                              "kernels)")):
         part = [r for r in rows if key in r]
         if part:
             out += ["", title + ":", ""]
+            cols = [c for c in cols if any(r.get(c[1]) is not None for r in part)]
             cells = [[cell(r.get(k), f) for _, k, f in cols] for r in part]
             out += table([h for h, _, _ in cols], cells)
+    for r in rows:
+        if "cold_s" in r:
+            out += ["", f"{r['kernels'].capitalize()}, once per machine: {r['cold_s']:.1f} s on "
+                        f"an empty cache, {r['cached_s']:.2f} s loading them from the cache."]
     return out
 
 
