@@ -152,6 +152,12 @@ def with_roofline(rows: list[dict[str, Any]], machine: dict[str, Any]) -> list[d
     return out
 
 
+def present(cols: list[tuple[str, str, str]], rows: list[dict[str, Any]]
+            ) -> list[tuple[str, str, str]]:
+    """The columns some row has a value for (a peer or a kernel build this run had)."""
+    return [c for c in cols if any(r.get(c[1]) is not None for r in rows)]
+
+
 def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     if name == "quant":
         return quant_table(rows)
@@ -160,7 +166,7 @@ def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     if cols is None:
         keys = list(dict.fromkeys(k for r in rows for k in r))
         cols = [(k, k, "") for k in keys]
-    cols = [c for c in cols if any(r.get(c[1]) is not None for r in rows)]   # drop absent peers
+    cols = present(cols, rows)                                           # drop absent peers
     return table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
 
 
@@ -201,9 +207,9 @@ def quant_table(rows: list[dict[str, Any]]) -> list[str]:
         part = [r for r in rows if key in r]
         if part:
             out += ["", title + ":", ""]
-            cols = [c for c in cols if any(r.get(c[1]) is not None for r in part)]
-            cells = [[cell(r.get(k), f) for _, k, f in cols] for r in part]
-            out += table([h for h, _, _ in cols], cells)
+            shown = present(cols, part)
+            out += table([h for h, _, _ in shown],
+                         [[cell(r.get(k), f) for _, k, f in shown] for r in part])
     for r in rows:
         if "cold_s" in r:
             out += ["", f"{r['kernels'].capitalize()}, once per machine: {r['cold_s']:.1f} s on "
@@ -270,7 +276,6 @@ def figure(data: dict[str, Any], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
-    from matplotlib.text import Annotation
 
     import llmnb
     from llmnb.perf import roofline as rl
@@ -308,13 +313,6 @@ def figure(data: dict[str, Any], path: Path) -> None:
     plot_roofline(roof, workloads, placed, ax=top,
                   title="SmolLM2-135M, 1 thread, on float32's roofs (integer products on "
                         "quantized blocks can pass sgemm's)")
-    labels = [t for t in top.texts if isinstance(t, Annotation)]
-    steps = [t for t in labels if t.get_text().endswith("of roof") and t.xy[0] > roof.ridge]
-    for label in labels:                 # clear of the diffusion steps, which sit close together
-        if label.get_text().endswith("GFLOP/s"):         # the peak's: beside the ridge
-            label.xy = (roof.ridge, roof.peak_flops / 1e9)
-    for k, label in enumerate(steps):    # the first above its step, the others to the right
-        label.set_position((-30, 7) if k == 0 and len(steps) > 1 else (8, 1))
     points = []
     for r in data.get("scaling", []):
         points.append(ScalingPoint(AR, r["threads"], 1 / r["ar_decode_tok_s"],

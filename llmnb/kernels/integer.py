@@ -534,7 +534,7 @@ def legacy_block_sum(isa, nibbles, qs, at, qh, hat, xq, x0, n_in, a):  # type: i
         if qh is None:                                  # 8 products of nibbles <= 15
             return widen(isa, a, padd(lo, hi))
         return widen(isa, widen(isa, a, lo), hi)        # 4 and 4 of 5-bit quants <= 31
-    if one_chain(isa):
+    if chain:
         for c in range(8):
             prefetch(qs, at + c * 64 + AHEAD)
             a = dot4_wide(isa, a, load_bytes(isa, qs, at + c * 64),

@@ -996,9 +996,8 @@ __all__ = [
     "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fabs", "fadd", "fbigger",
     "fifth_bits", "fma", "fmax", "fmul", "fsplat", "fsplat_rows", "fsub", "fzero", "half_rounded",
     "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "key_score",
-    "one_chain",
     "key_scores", "lanes", "lanes_isum", "lanes_max", "load_bytes", "load_floats", "load_halves",
-    "load_rows", "load_widened", "low_nibbles", "padd", "pzero", "rows", "store_bytes",
+    "load_rows", "load_widened", "low_nibbles", "one_chain", "padd", "pzero", "rows", "store_bytes",
     "store_floats", "store_rows", "to_floats", "to_ints", "dot4_part", "dot4_part_wide", "widen",
     "wide_offset"
 ]

@@ -65,8 +65,8 @@ def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
                 xytext=(6, -14), textcoords="offset points", fontsize=8, color="gray")
     ax.annotate(f"{roof.bandwidth / 1e9:.1f} GB/s", (lo * 1.5, roof.attainable(lo * 1.5) / 1e9),
                 xytext=(14, -8), textcoords="offset points", fontsize=8)
-    ax.annotate(f"{roof.peak_flops / 1e9:.0f} GFLOP/s", (hi / 30, roof.peak_flops / 1e9),
-                xytext=(0, 5), textcoords="offset points", fontsize=8)
+    ax.annotate(f"{roof.peak_flops / 1e9:.0f} GFLOP/s", (roof.ridge, roof.peak_flops / 1e9),
+                xytext=(6, 5), textcoords="offset points", fontsize=8)
     for w in workloads:
         y = roof.attainable(w.intensity) / 1e9
         ax.plot([w.intensity], [y], "o", mfc="none", mec=_color(w.name), ms=10, mew=2,
@@ -74,12 +74,16 @@ def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
     for i, p in enumerate(placements):
         # the workload's name is in the legend: the label beside a measured marker is only
         # its share of the roof, short enough that neighbouring placements do not collide
+        # its own side of the roof's line: above it where it passes the roof (an integer
+        # product can pass float32's sgemm), clear of the workloads' markers on the line
         ax.plot([p.intensity], [p.achieved_flops / 1e9], "o", color=_color(p.name), ms=7)
+        dy = 4 + 10 * (i % 2)
         ax.annotate(f"{100 * p.fraction:.0f}% of roof", (p.intensity, p.achieved_flops / 1e9),
-                    xytext=(7, -4 - 10 * (i % 2)), textcoords="offset points", fontsize=8,
-                    color=_color(p.name))
+                    xytext=(7, dy if p.fraction > 1 else -dy), textcoords="offset points",
+                    fontsize=8, color=_color(p.name))
+    top = max([roof.peak_flops] + [p.achieved_flops for p in placements])
     ax.set_xlim(lo, hi)
-    ax.set_ylim(min(0.05, roof.attainable(lo) / 1e9 / 2), roof.peak_flops / 1e9 * 3)
+    ax.set_ylim(min(0.05, roof.attainable(lo) / 1e9 / 2), top / 1e9 * 3)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title if title is not None else f"roofline: {roof.label}", fontsize=10)
