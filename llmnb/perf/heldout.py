@@ -21,7 +21,7 @@ from llmnb.diffusion.engine import DiffusionResult, diffuse
 from llmnb.errors import UsageError
 from llmnb.model.model import Model, load
 from llmnb.perf.inputs import need_data_dir
-from llmnb.perf.intervals import proportion
+from llmnb.perf.intervals import paired, proportion
 from llmnb.perf.threads import threads
 from llmnb.perf.worker import run_worker
 
@@ -81,7 +81,8 @@ def spread(prompts: list[Prompt], kind: str, n: int) -> list[Prompt]:
 
 @dataclass
 class Tally:
-    """Totals of one setting's runs over a list of prompts."""
+    """Totals of one setting's runs over a list of prompts, and each prompt's outcome (valid or
+    not, in prompt order), so that two settings run on the same prompts can be paired."""
 
     prompts: int = 0
     seconds: float = 0.0           # sum of the denoising loops' wall times
@@ -93,11 +94,13 @@ class Tally:
     same: int = 0                  # tokens equal to the reference run's, position by position
     remasked: int = 0
     steps: list[int] = field(default_factory=list)    # forwards, prompt by prompt
+    outcomes: list[bool] = field(default_factory=list)  # valid or not, prompt by prompt
 
-    def add(self, res: DiffusionResult, answers: tuple[str, ...],
-            reference: list[int] | None) -> None:
-        """Count one ``DiffusionResult``; `reference` is the run to compare tokens with."""
+    def add(self, res: DiffusionResult, prompt: Prompt, reference: list[int] | None) -> None:
+        """Count one ``DiffusionResult`` on `prompt`; `reference` is the run to compare tokens
+        with."""
         s = res.stats
+        ok = prompt.valid(res.text)
         self.prompts += 1
         self.seconds += s.seconds
         self.forwards += res.steps_taken
@@ -105,13 +108,15 @@ class Tally:
         self.positions += len(res.tokens)
         self.content += s.content_tokens
         self.rows += sum(s.active_positions)
-        self.valid += is_valid(res.text, answers)
+        self.valid += ok
+        self.outcomes.append(ok)
         ref = res.tokens if reference is None else reference
         self.same += sum(a == b for a, b in zip(res.tokens, ref))
         self.remasked += sum(s.remasked)
 
     def row(self) -> dict[str, Any]:
-        """The figures every table reports for it."""
+        """The figures every table reports for it; `outcomes` as a string of 1 (valid) and 0,
+        prompt by prompt."""
         n, f = max(self.prompts, 1), max(self.forwards, 1)
         low, high = proportion(self.valid, self.prompts) if self.prompts else (0.0, 0.0)
         return {"prompts": self.prompts, "valid": self.valid, "validity": self.valid / n,
@@ -120,7 +125,18 @@ class Tally:
                 "tokens_per_forward": self.positions / f, "useful_per_forward": self.content / f,
                 "rows_per_forward": self.rows / f, "seconds": self.seconds / n,
                 "tok_s": self.positions / self.seconds if self.seconds else 0.0,
-                "useful_tok_s": self.content / self.seconds if self.seconds else 0.0}
+                "useful_tok_s": self.content / self.seconds if self.seconds else 0.0,
+                "outcomes": "".join("1" if ok else "0" for ok in self.outcomes)}
+
+    def paired_with(self, reference: Tally) -> dict[str, Any]:
+        """Its validity paired with `reference`'s on the same prompts (``intervals.paired``): the
+        prompts only the reference answered and only this one did, the 95% interval of the
+        difference in points, the exact McNemar p-value and the verdict at ``MARGIN``."""
+        p = paired(reference.outcomes, self.outcomes)
+        return {"only_ref": p.only_ref, "only_other": p.only_other,
+                "validity_delta": 100 * (p.other_valid - p.ref_valid) / p.n,
+                "delta_low": 100 * p.low, "delta_high": 100 * p.high, "p_value": p.p_value,
+                "verdict": p.verdict, "margin": 100 * p.margin}
 
 
 def kinds(model_path: str, heldout: str, per_kind: int,
@@ -148,7 +164,7 @@ def run_settings(m: Model, prompts: list[Prompt], settings: dict[str, dict[str, 
         for i, p in enumerate(prompts):
             res = diffuse(m, p.prompt, **kw)
             tokens[name].append(res.tokens)
-            tallies[name].add(res, p.answers, tokens[reference[name]][i])
+            tallies[name].add(res, p, tokens[reference[name]][i])
     return tallies, tokens
 
 
