@@ -34,8 +34,8 @@ def test_heldout_reads_both_formats_and_validity_accepts_any_answer(tmp_path: Pa
     assert multi == Prompt("Name a planet.", "planets", ("Mars", " Venus "), 2)
     assert (multi.kind, single.kind, single.answers, single.modes) == ("multi", "single",
                                                                        ("Paris.",), 1)
-    assert is_valid(" Venus\n", multi.answers) and is_valid("Mars", multi.answers)
-    assert not is_valid("Mars and Mars", multi.answers)
+    assert is_valid(multi, " Venus\n") and is_valid(multi, "Mars")
+    assert not is_valid(multi, "Mars and Mars")
 
 
 def test_a_malformed_heldout_line_names_the_file_and_line(tmp_path: Path) -> None:
