@@ -151,6 +151,9 @@ def test_best_is_the_most_useful_tokens_per_forward_that_keeps_validity() -> Non
                 "multi")["method"] == REFERENCE                   # four lost: cannot tell
     with pytest.raises(UsageError, match="no rows of kind 'multi'"):
         best(rows[-1:], "multi")
+    with pytest.raises(UsageError, match="rows of edge have no paired verdict"):
+        best([r if r["method"] != "edge" else {k: v for k, v in r.items() if k != "verdict"}
+              for r in rows], "multi")
     # a cache-only rung keeps the reference's 16 forwards: never the best, never a target
     cached = [row(REFERENCE, "multi", 0.5, 0, 16), row("cache: dual, blocks of 24", "multi",
                                                         0.6, 0, 16)]
