@@ -50,7 +50,7 @@ def share(k: int, n: int) -> str:
 def separated(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether two shares, each (k, n), of two unpaired samples (different prompts) differ:
     their 95% intervals do not overlap. Two methods on the same prompts are compared with
-    ``paired``: this test ignores the pairing and misses most real differences."""
+    ``paired``: this test ignores the pairing, and needs a far larger difference to call one."""
     (a_low, a_high), (b_low, b_high) = proportion(*a), proportion(*b)
     return a_high < b_low or b_high < a_low
 
