@@ -2,16 +2,19 @@
 reader (both formats), validity, the tallies, and the tables on a few real prompts."""
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from llmnb.diffusion.engine import DiffusionResult, DiffusionStats
 from llmnb.errors import UsageError
+from llmnb.model.model import Model
 from llmnb.perf.bench_cache import cache_worker
 from llmnb.perf.bench_ladder import REFERENCE, best, ladder_worker, targets
-from llmnb.perf.heldout import Prompt, Tally, is_valid, read_heldout, spread
+from llmnb.perf.heldout import Prompt, Tally, is_valid, read_heldout, run_settings, spread
 from llmnb.perf.intervals import paired_table
 
 ROOT = Path(__file__).parent.parent
@@ -149,6 +152,9 @@ def test_best_is_the_most_useful_tokens_per_forward_that_keeps_validity() -> Non
                 "multi")["method"] == REFERENCE                   # four lost: cannot tell
     with pytest.raises(UsageError, match="no rows of kind 'multi'"):
         best(rows[-1:], "multi")
+    with pytest.raises(UsageError, match="rows of edge have no paired verdict"):
+        best([r if r["method"] != "edge" else {k: v for k, v in r.items() if k != "verdict"}
+              for r in rows], "multi")
     # a cache-only rung keeps the reference's 16 forwards: never the best, never a target
     cached = [row(REFERENCE, "multi", 0.5, 0, 16), row("cache: dual, blocks of 24", "multi",
                                                         0.6, 0, 16)]
@@ -183,3 +189,42 @@ def fake_result(text: str) -> DiffusionResult:
     stats = DiffusionStats(seconds=0.01, content_tokens=1, active_positions=[4], remasked=[0])
     return DiffusionResult(prompt_ids=[0], tokens=[1, 2, 3, 4], text=text, steps_taken=1,
                            history=[], stats=stats)
+
+
+def bench_readme() -> Any:
+    """tools/bench_readme.py, which is a script, not a module of the package."""
+    path = ROOT / "tools" / "bench_readme.py"
+    spec = importlib.util.spec_from_file_location("bench_readme", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_tables_print_the_paired_verdict_or_what_the_counts_allow() -> None:
+    mod = bench_readme()
+
+    def row(method: str, valid: int, **kw: object) -> dict[str, object]:
+        return {"model": "m", "kind": "multi", "method": method, "prompts": 100, "valid": valid,
+                "validity": valid / 100, "validity_low": 0.0, "validity_high": 1.0} | kw
+
+    ref = row(REFERENCE, 80, only_ref=0, only_other=0)
+    paired_rows = [ref, row("close", 79, only_ref=3, only_other=2),
+                   row("near", 79, only_ref=1, only_other=0)]
+    cells = [r["paired"] for r in mod.summary_rows("ladder", paired_rows)]
+    assert cells == ["reference", "3 lost, 2 gained: -1.0 [-6.2, 4.1] cannot tell",
+                     "1 lost, 0 gained: -1.0 [-4.6, 2.4] keeps"]
+    # saved without per-prompt outcomes: a verdict only where every pairing gives it
+    counted = [row(REFERENCE, 80), row("far", 20), row("close", 79)]
+    lines = mod.section_table("ladder", counted)
+    assert "| -60.0: loses (from the counts) |" in lines[3]
+    assert "| -1.0: needs the outcomes |" in lines[4]
+    assert lines[-1] == mod.NO_OUTCOMES
+    assert mod.section_table("ladder", paired_rows)[-1].endswith("| 1 lost, 0 gained: -1.0 "
+                                                                 "[-4.6, 2.4] keeps |")
+
+
+def test_run_settings_wants_each_reference_listed_before_the_settings_it_serves() -> None:
+    with pytest.raises(UsageError, match="the reference of cached is listed after it"):
+        run_settings(cast(Model, None), [], {"cached": {}, "plain": {}},
+                     {"cached": "plain", "plain": "plain"})

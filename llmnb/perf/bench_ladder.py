@@ -143,6 +143,10 @@ def best(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     among the reference and the training-free methods that keep its validity (the paired
     verdict "keeps", ``intervals.MARGIN``; fewer forwards break a tie); the reference itself
     when no other method keeps its validity."""
+    unpaired = [r["method"] for r in rows if r["kind"] == kind and "verdict" not in r]
+    if unpaired:
+        raise UsageError(f"bench ladder: rows of {', '.join(unpaired)} have no paired verdict "
+                         f"(saved before per-prompt outcomes were kept); run ladder_worker again")
     kept = [r for r in rows if r["kind"] == kind and (r["method"] == REFERENCE or (
         training_free(r["method"]) and r["verdict"] == "keeps"))]
     if not kept:

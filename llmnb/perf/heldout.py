@@ -286,13 +286,20 @@ def kinds(model_path: str, heldout: str, per_kind: int,
 
 def run_settings(m: Model, prompts: list[Prompt], settings: dict[str, dict[str, Any]],
                  reference: dict[str, str]) -> tuple[dict[str, Tally], dict[str, list[list[int]]]]:
-    """Each setting (``diffuse`` arguments) over `prompts`, in order, tallied against the
-    tokens of the setting `reference` names (run before it); the tallies and the tokens."""
-    tallies: dict[str, Tally] = {}
-    tokens: dict[str, list[list[int]]] = {}
-    for name, kw in settings.items():
-        tallies[name], tokens[name] = Tally(), []
-        for i, p in enumerate(prompts):
+    """Each setting (``diffuse`` arguments) on each of `prompts`, tallied against the tokens of
+    the setting `reference` names (listed before it, or itself); the tallies and the tokens.
+    Prompt by prompt, every setting in turn: a noisy neighbour on a shared machine slows all
+    settings alike, not the few that ran while it was busy, so the speed-ups compare like
+    with like."""
+    order = list(settings)
+    late = [n for n in order if order.index(reference[n]) > order.index(n)]
+    if late:
+        raise UsageError(f"run_settings: the reference of {', '.join(late)} is listed after it; "
+                         f"expected each reference first")
+    tallies = {name: Tally() for name in settings}
+    tokens: dict[str, list[list[int]]] = {name: [] for name in settings}
+    for i, p in enumerate(prompts):
+        for name, kw in settings.items():
             res = diffuse(m, p.prompt, **kw)
             tokens[name].append(res.tokens)
             tallies[name].add(res, p, tokens[reference[name]][i])
