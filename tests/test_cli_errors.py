@@ -18,7 +18,7 @@ import pytest
 import llmnb
 from llmnb.cli import EXIT_CODES, main
 from llmnb.errors import (
-    EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_RESOURCES, EXIT_USAGE,
+    EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_RESOURCES, EXIT_USAGE, UsageError,
 )
 from llmnb.gguf.constants import GGML_BLOCK_SIZES, STRING, GGMLType
 from llmnb.gguf.reader import MetadataField
@@ -121,6 +121,47 @@ def test_unreadable_text_and_tokenizer_files(
                    EXIT_MODEL, "tokenizer.json: expected a readable Hugging Face tokenizer file")
     one_error_line(*run(capsys, "convert", str(tmp_path), str(tmp_path / "o.gguf")),
                    EXIT_INPUT, "config.json")
+
+
+def test_text_that_is_not_utf8_is_refused_naming_where_it_came_from(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Each way text comes in: command-line text (Python decodes the bytes with surrogateescape,
+    as os.fsdecode does here), a text file, a tokenizer file whose bytes are not UTF-8, one whose
+    JSON escapes a lone surrogate, and text handed to the Python API."""
+    bad = os.fsdecode(b"\xff\xfe not utf-8")
+    for argv, flag in ((["generate", str(TINY), "-p", bad], "-p/--prompt"),
+                       (["generate", str(TINY), "-p", "x", "--chat", "--system", bad], "--system"),
+                       (["generate", str(TINY), "-p", "x", "--stop", bad], "--stop"),
+                       (["tokenize", str(TINY), bad], "TEXT"),
+                       (["diffuse", str(LLADA), "-p", bad], "-p/--prompt"),
+                       (["diffuse", str(LLADA), "-p", "x", "--chat", "--system", bad], "--system")):
+        one_error_line(*run(capsys, *argv), EXIT_USAGE,
+                       f"argument {flag}: expected UTF-8 text; byte 0xff at offset 0 is not UTF-8")
+    cut = os.fsdecode("naïve".encode()[:3])                 # a character cut in half
+    one_error_line(*run(capsys, "tokenize", str(TINY), cut), EXIT_USAGE,
+                   "byte 0xc3 at offset 2 is not UTF-8 (unexpected end of data)")
+    text = tmp_path / "latin1.txt"
+    text.write_bytes("café au lait".encode("latin-1"))
+    one_error_line(*run(capsys, "perplexity", str(TINY), str(text)), EXIT_INPUT,
+                   "latin1.txt: expected a readable UTF-8 text file")
+    good = (ROOT / "data" / "models" / "tiny-tokenizer.json").read_bytes()
+    (tmp_path / "bytes.json").write_bytes(good.replace(b'"model"', b'"mo\xffdel"', 1))
+    (tmp_path / "escape.json").write_bytes(good.replace(b'"model"', b'"mo\\udcffdel"', 1))
+    for name, why in (("bytes.json", "did not contain valid UTF-8"),
+                      ("escape.json", "lone leading surrogate")):
+        one_error_line(*run(capsys, "tokenize", str(TINY), "x", "--tokenizer",
+                            str(tmp_path / name)), EXIT_MODEL, why)
+    with pytest.raises(UsageError, match=r"character 2 is a lone surrogate U\+DCFF"):
+        llmnb.load(TINY).tokenizer.encode("ab\udcff")
+
+
+def test_a_command_line_in_bytes_that_are_not_utf8_exits_2_in_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "llmnb.cli", "generate", str(TINY), "-p",
+                        b"\xff\xfe not utf-8", "-n", "2"], capture_output=True, cwd=tmp_path)
+    err = r.stderr.decode("utf-8", "backslashreplace")
+    assert r.returncode == EXIT_USAGE and r.stdout == b"" and "Traceback" not in err, err
+    assert err.splitlines()[-1] == ("llmnb generate: error: argument -p/--prompt: expected UTF-8 "
+                                    "text; byte 0xff at offset 0 is not UTF-8 (invalid start byte)")
 
 
 # --- model/format (4) -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmnb.cli.flags import (
     AUTO_BATCHED, AUTO_WEIGHTS, add_weights_flag, non_negative_float, non_negative_int,
-    positive_int, probability,
+    positive_int, probability, utf8_text,
 )
 from llmnb.cli.terminal import json_text, progress_bar, stream_out
 from llmnb.errors import EXIT_INPUT, EXIT_OK, LLMNBError, UsageError
@@ -170,10 +170,10 @@ def _add_kv_flags(s: argparse.ArgumentParser) -> None:
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("generate", help="continue a prompt (or answer it with --chat)")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("-p", "--prompt", required=True, help="the prompt text")
+    s.add_argument("-p", "--prompt", required=True, type=utf8_text, help="the prompt text")
     s.add_argument("-n", type=positive_int, default=128, help="new tokens at most (128)")
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    s.add_argument("--system", help="system message (with --chat)")
+    s.add_argument("--system", type=utf8_text, help="system message (with --chat)")
     s.add_argument("--temp", type=non_negative_float, default=0.0,
                    help="temperature; 0 = greedy (default)")
     s.add_argument("--top-k", type=non_negative_int, default=0,
@@ -181,7 +181,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     s.add_argument("--top-p", type=probability, default=1.0, help="nucleus mass (1 = off)")
     s.add_argument("--min-p", type=probability, default=0.0, help="min-p ratio (0 = off)")
     s.add_argument("--seed", type=int, default=None, help="random seed for sampling")
-    s.add_argument("--stop", action="append", metavar="TEXT", help="stop string (repeatable)")
+    s.add_argument("--stop", action="append", type=utf8_text, metavar="TEXT",
+                   help="stop string (repeatable)")
     s.add_argument("--threads", type=positive_int, default=1,
                    help="BLAS/numexpr/numba threads (1)")
     add_weights_flag(s, AUTO_WEIGHTS)

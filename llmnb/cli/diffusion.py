@@ -8,7 +8,7 @@ from dataclasses import fields
 from llmnb.cli.ar import load_batched
 from llmnb.cli.flags import (
     AUTO_BATCHED, add_weights_flag, non_negative_float, non_negative_int, positive_int,
-    probability,
+    probability, utf8_text,
 )
 from llmnb.cli.terminal import json_text, safe_text
 from llmnb.errors import EXIT_OK, UsageError
@@ -52,7 +52,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     s = sub.add_parser("diffuse",
                        help="fill a canvas of masks with a diffusion model (LLaDA, Dream)")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("-p", "--prompt", default="", help="the prompt text")
+    s.add_argument("-p", "--prompt", default="", type=utf8_text, help="the prompt text")
     s.add_argument("--tokens", metavar="IDS",
                    help="the prompt as comma-separated token ids instead")
     s.add_argument("-n", dest="gen_length", metavar="N", type=positive_int, default=128,
@@ -116,7 +116,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="the forward sees only N positions beyond the current block (DPad; "
                         "default: all of them)")
     s.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    s.add_argument("--system", help="system message (with --chat)")
+    s.add_argument("--system", type=utf8_text, help="system message (with --chat)")
     s.add_argument("--threads", type=positive_int, default=1)
     add_weights_flag(s, AUTO_BATCHED)
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")

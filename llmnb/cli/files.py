@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from llmnb.cli.flags import utf8_text
 from llmnb.cli.terminal import json_text, progress_bar, safe_text
 from llmnb.errors import EXIT_OK, UsageError
 from llmnb.model.config import SUPPORTED_ARCHS
@@ -97,7 +98,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     s = sub.add_parser("tokenize", help="text -> token ids with the model's tokenizer")
     s.add_argument("model", metavar="MODEL")
-    s.add_argument("text", metavar="TEXT")
+    s.add_argument("text", metavar="TEXT", type=utf8_text)
     s.add_argument("--special", action="store_true",
                    help="parse special-token text such as <|im_start|> into its id")
     s.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (files without one)")

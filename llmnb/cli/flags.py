@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 AUTO_WEIGHTS = "quantized for block-quantized files (Q4_0 ... Q6_K), f32 for float ones"
@@ -26,6 +27,24 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
+
+
+def utf8_text(s: str) -> str:
+    """An argparse type: text given as UTF-8. Python decodes a command line's bytes with
+    surrogateescape, so a byte that is not UTF-8 arrives as a lone surrogate; it is refused here,
+    named by its value and offset, rather than deep inside the tokenizer."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(s)                          # the bytes as the shell passed them
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise argparse.ArgumentTypeError(
+                f"expected UTF-8 text; byte {raw[e.start]:#04x} at offset {e.start} "
+                f"is not UTF-8 ({e.reason})") from None
+        raise argparse.ArgumentTypeError("expected UTF-8 text") from None
+    return s
 
 
 def non_negative_float(s: str) -> float:

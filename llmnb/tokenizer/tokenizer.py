@@ -17,6 +17,7 @@ from typing import SupportsIndex
 
 import tokenizers
 
+from llmnb.errors import UsageError
 from llmnb.tokenizer.byte_bpe import byte_bpe_token_bytes
 from llmnb.tokenizer.chat import builtin_template, render_chat
 from llmnb.tokenizer.errors import TokenizerError
@@ -99,6 +100,8 @@ class Tokenizer:
         """Token ids of ``text``. ``special``: parse control-token text into ids
         (``--parse-special``). ``add_special``: add BOS/EOS as the model's ``add_bos``/``add_eos``
         ask (llama.cpp's ``add_special``); the default adds nothing."""
+        if not text.isascii():
+            _refuse_lone_surrogates(text)
         # encode_special_tokens=True makes the Rust side treat special added tokens as text.
         self.hf.encode_special_tokens = not special
         ids: list[int] = self.hf.encode(text, add_special_tokens=False).ids
@@ -153,3 +156,17 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(kind={self.kind!r}, pre={self.pre!r}, vocab_size={self.vocab_size}, "
                 f"bos={self.bos_id}, eos={self.eos_id}, eot={self.eot_id}, add_bos={self.add_bos})")
+
+
+def _refuse_lone_surrogates(text: str) -> None:
+    """Text to encode must be Unicode text: a lone surrogate (U+D800..U+DFFF) is what bytes
+    that were not UTF-8 become when decoded with ``surrogateescape`` (as Python decodes command
+    lines and file names) or what a JSON ``\\udcff`` escape gives; the tokenizer cannot
+    encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(
+            f"text to encode: expected Unicode text; character {e.start} is a lone surrogate "
+            f"U+{ord(text[e.start]):04X} (bytes that were not UTF-8, decoded with "
+            f"surrogateescape?)") from None
