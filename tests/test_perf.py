@@ -16,7 +16,8 @@ from llmnb.perf.scaling import (AR, DIFFUSION, ScalingPoint, decode_timings,
                                  diffusion_step_timings, scaling_rows, thread_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = machine.ProbeSizes(sgemm_n=64, stream_bytes=1 << 20, gemv_bytes=1 << 20, repeats=1)
+TINY = machine.ProbeSizes(sgemm_n=64, stream_bytes=1 << 20, gemv_bytes=1 << 20, repeats=1,
+                          curve_bytes=1 << 20)
 
 # SmolLM2-135M's hyper-parameters (the hub file's metadata), written out so the hand counts
 # below need no download.
@@ -145,8 +146,16 @@ def test_machine_probe_turns_timings_into_figures_by_the_counts(
     assert f.gemv_gbs[1] == pytest.approx(mib / 0.5 / 1e9)                 # the matrix, once
     assert f.copy_gbs[1] == pytest.approx(2 * mib / 0.5 / 1e9)             # read b, write a
     assert f.triad_gbs[1] == pytest.approx(3 * mib / 0.5 / 1e9)            # read b, c, write a
-    # the read kernels stream 1 MiB in 0.5 s, less than copy's 2 MiB: the roof is copy's
-    assert f.read_gbs[1] == f.copy_gbs[1]
+    # the curve: 16 KiB to 1 MiB, each sample as many passes as read 128 MiB, each 0.5 s
+    sizes = [p.nbytes for p in f.curve[1]]
+    assert sizes[0] == 16 << 10 and sizes[-1] == mib and sizes == sorted(set(sizes))
+    for p in f.curve[1]:
+        assert p.passes == -(-(128 * mib) // p.nbytes)
+        assert p.gbs == pytest.approx(p.nbytes * p.passes / 0.5 / 1e9) == p.low == p.high
+    # every sample reads about 128 MiB in 0.5 s: a flat curve, whose plateau is the read roof
+    assert f.read_gbs[1] == pytest.approx(128 * mib / 0.5 / 1e9, rel=0.05)
+    assert f.read_gbs[1] == f.plateau(1).gbs and f.plateau(1).edge is None
+    assert f.where(mib, 1) == "memory" and f.measured.endswith("+00:00")
     roof = f.roof(1)
     assert roof.peak_flops == f.sgemm_gflops[1] * 1e9 and roof.bandwidth == f.read_gbs[1] * 1e9
     assert f.roof(1, "triad").bandwidth == f.triad_gbs[1] * 1e9
@@ -176,8 +185,116 @@ def test_machine_probe_is_cached_per_cpu_and_blas(
     assert first.blas_kernel.split()[0].lower() in path.name or not first.blas
     again = machine.probe(threads=[1], sizes=TINY)
     assert again.sgemm_gflops == first.sgemm_gflops and again.triad_gbs == first.triad_gbs
+    assert again.curve == first.curve and again.measured == first.measured
+    # one measurement whatever the sizes asked for: QUICK reads what TINY stored ...
+    assert machine.probe(threads=[1], sizes=machine.ProbeSizes(64, 1 << 20, 1 << 20, 1, 1 << 20,
+                                                               32 << 10)).measured == first.measured
     fresh = machine.probe(threads=[1], sizes=TINY, refresh=True)
-    assert fresh.gemv_gbs != first.gemv_gbs or fresh.sgemm_gflops != first.sgemm_gflops
+    assert fresh.measured >= first.measured and fresh.curve != first.curve
+
+
+def _stored(path: Path, change: dict[str, object]) -> None:
+    data = json.loads(path.read_text())
+    data["facts"] |= change
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("change, why", [
+    ({}, ""),
+    ({"measured": "2026-01-01T00:00:00+00:00"}, "older than 7 days"),
+    ({"memory_bytes": 1}, "fingerprint changed"),
+    ({"kernel_isa": "another"}, "fingerprint changed"),
+    ({"curve_target": 1 << 19}, "stops short"),
+    ({"sgemm_gflops": {"2": 1.0}}, "no measurement at 1 threads"),
+])
+def test_a_stored_measurement_serves_until_stale_or_another_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, object],
+        why: str) -> None:
+    monkeypatch.setenv("LLMNB_HOME", str(tmp_path))
+    first = machine.probe(threads=[1], sizes=TINY)
+    _stored(machine.cache_path(first), change)
+    stored = machine.facts_from_json(json.loads(machine.cache_path(first).read_text())["facts"])
+    assert why in machine.stale(stored, machine.describe(TINY), [1]) and \
+        bool(why) == bool(machine.stale(stored, machine.describe(TINY), [1]))
+    monkeypatch.setattr(machine, "measure", lambda f, t, p=None: setattr(f, "measured", "new")
+                        or f)
+    assert (machine.probe(threads=[1], sizes=TINY).measured == "new") == bool(why)
+
+
+# --- the read curve's plateau, on made-up curves ---------------------------------------
+
+def curve(gbs: dict[int, float], spread: float = 0.02) -> list[peaks.CurvePoint]:
+    """Points at each size (MiB) with the given GB/s and a quartile spread of +-`spread`."""
+    return [peaks.CurvePoint(m << 20, g, g * (1 - spread), g * (1 + spread), 1, 5)
+            for m, g in gbs.items()]
+
+
+SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+
+
+def test_a_flat_curve_is_all_plateau_and_has_no_cache_edge() -> None:
+    p = peaks.plateau(curve({m: 10.0 for m in SIZES}))
+    assert p.gbs == 10.0 and p.start == 1 << 20 and p.points == len(SIZES) and p.flat
+    assert p.edge is None and p.holds(1 << 20) == "memory"
+
+
+def test_an_l3_step_ends_the_plateau_and_is_the_cache_edge() -> None:
+    # 30 GB/s up to 256 MiB (an L3), 10 GB/s from 512 MiB on
+    p = peaks.plateau(curve({m: 30.0 if m <= 256 else 10.0 for m in SIZES}))
+    assert p.gbs == 10.0 and p.start == 512 << 20 and p.points == 3 and p.flat
+    assert p.edge == 256 << 20
+    assert p.holds(256 << 20) == "cache" and p.holds((256 << 20) + 1) == "memory"
+    # a step of less than the tolerance is no cache: all plateau
+    small = peaks.plateau(curve({m: 10.8 if m <= 256 else 10.0 for m in SIZES}))
+    assert small.edge is None and small.start == 1 << 20
+    # the curve still falling at its largest sizes: too few points to call it flat
+    falling = peaks.plateau(curve({m: 30.0 if m <= 1024 else 10.0 for m in SIZES}))
+    assert falling.points == 1 and not falling.flat and falling.edge == 1024 << 20
+
+
+def test_a_noisy_tail_keeps_its_plateau_and_a_clear_step_still_ends_it() -> None:
+    gbs = {m: 30.0 if m <= 64 else 10.0 for m in SIZES}
+    gbs[512] = 7.0                              # a neighbour's burst: clearly slow, skipped
+    gbs[1024] = 10.9                            # within the tolerance
+    p = peaks.plateau(curve(gbs))
+    assert p.start == 128 << 20 and p.points == 4 and p.edge == 64 << 20 and p.gbs == 10.0
+    # a high median with a wide spread is not clearly above: still plateau
+    wide = curve(gbs)
+    wide[SIZES.index(256)] = peaks.CurvePoint(256 << 20, 12.0, 9.5, 14.0, 1, 5)
+    assert peaks.plateau(wide).start == 128 << 20
+    # the same median with a narrow spread is clearly above: it ends the plateau there
+    narrow = curve(gbs)
+    narrow[SIZES.index(256)] = peaks.CurvePoint(256 << 20, 12.0, 11.8, 12.2, 1, 5)
+    q = peaks.plateau(narrow)                   # (512 MiB is the slow point: skipped)
+    assert q.start == 1024 << 20 and q.edge == 256 << 20 and q.points == 2 and not q.flat
+    with pytest.raises(UsageError, match="no points"):
+        peaks.plateau([])
+
+
+def test_where_and_residency_read_the_curve_not_the_reported_caches() -> None:
+    f = facts_for_widgets()
+    f.caches = {"L1d": 48 << 10, "L3": 32 << 20}           # the OS says 32 MiB of L3 ...
+    f.curve = {1: curve({m: 30.0 if m <= 256 else 10.0 for m in SIZES}),   # ... the curve 256
+               2: curve({m: 20.0 for m in SIZES})}
+    assert f.where(97e6, 1) == "cache" and f.where(600e6, 1) == "memory"
+    assert f.where(97e6, 2) == "memory"
+    assert "97 MB fits in what the read curve shows as cache" in f.residency(97e6, 1)
+    assert "reads from cache, not memory" in f.residency(97e6, 1)
+    assert "reads from memory" in f.residency(600e6, 1) and "10.0 GB/s" in f.residency(600e6, 1)
+    assert "no size above its plateau" in f.residency(97e6, 2)
+    with pytest.raises(UsageError, match="no measurement at 4 threads"):
+        f.where(1e6, 4)
+
+
+def test_curve_sizes_are_log_spaced_pages_from_smallest_to_largest() -> None:
+    sizes = peaks.curve_sizes(1 << 20)
+    assert sizes[0] == 16 << 10 and sizes[-1] == 1 << 20 and len(sizes) == 13
+    assert all(s % 4096 == 0 for s in sizes) and sizes == sorted(set(sizes))
+    assert peaks.curve_sizes(3 << 20)[-1] == 3 << 20
+    assert machine.curve_target({"L3": 480 << 20}) == 3840 << 20
+    assert machine.curve_target({"L3": 8 << 20}) == 1 << 30
+    with pytest.raises(UsageError, match="curve_sizes"):
+        peaks.curve_sizes(1024)
 
 
 def test_cache_sizes_and_default_thread_counts() -> None:
@@ -251,6 +368,8 @@ def facts_for_widgets() -> machine.MachineFacts:
     f.sgemm_gflops, f.gemv_gbs = {1: 100.0, 2: 190.0}, {1: 30.0, 2: 45.0}
     f.copy_gbs, f.triad_gbs = {1: 20.0, 2: 25.0}, {1: 18.0, 2: 24.0}
     f.read_gbs = {1: 32.0, 2: 50.0}
+    f.curve = {n: [peaks.CurvePoint(m << 20, g, g, g, 1, 5) for m in (1, 2, 4)]
+               for n, g in f.read_gbs.items()}
     return f
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from llmnb.output import OutputPathError, atomic_path
+from llmnb.perf import bench_cache, bench_ladder
+from llmnb.perf.intervals import MARGIN, paired_table, verdict_from_totals
 
 # Columns shown per known section (header, key, format); other keys are left to the JSON.
 COLUMNS: dict[str, list[tuple[str, str, str]]] = {
@@ -48,13 +50,14 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
               ("exact match", "accuracy", ".1%"),
               ("mean steps", "nfe", ".2f"), ("mean steps", "mean_steps", ".2f"),
               ("s per prompt", "seconds", ".3f"), ("speed-up", "speedup", ".2f"),
-              ("fidelity", "fidelity", ".1%")],
+              ("fidelity", "fidelity", ".1%"), ("validity against the reference", "paired", "")],
     "ladder": [("model", "model", ""), ("answers", "kind", ""), ("method", "method", ""),
                ("n", "prompts", ""), ("valid [95% interval]", "validity_ci", ""),
                ("fidelity", "fidelity", ".1%"),
                ("steps (NFE)", "nfe", ".2f"), ("tokens per forward", "tokens_per_forward", ".1f"),
                ("rows per forward", "rows_per_forward", ".1f"), ("s per prompt", "seconds", ".3f"),
-               ("speed-up", "speedup", ".2f"), ("remasked", "remasked", "")],
+               ("speed-up", "speedup", ".2f"), ("remasked", "remasked", ""),
+               ("validity against the reference", "paired", "")],
     "kv": [("policy", "policy", ""), ("scores", "scope", ""), ("budget", "budget", ""),
            ("sinks", "sinks", ""), ("recent", "recent", ""), ("KV MiB", "kv_mib", ".1f"),
            ("perplexity", "ppl", ".2f"), ("vs full", "delta_pct", "+.1f"),
@@ -80,8 +83,9 @@ TITLES = {
     "scaling": "Thread scaling: AR decode vs diffusion step (B = 64), scaling against 1 thread",
     "cache": "Inter-step cache and entropy_exit on the tiny diffusion models (100 held-out "
              "prompts of each kind, or all of a kind with fewer; 48 positions, 16 steps of the "
-             "cosine schedule, 1 thread); valid with its 95% interval; speed-up and fidelity "
-             "against the uncached run with the same blocks",
+             "cosine schedule, 1 thread); valid with its 95% interval; speed-up, fidelity and "
+             "validity against the uncached run with the same blocks (entropy_exit + cache: "
+             "against entropy_exit on the same prompts){paired}",
     "kv": "Perplexity vs KV budget, SmolLM2-135M on data/text/persuasion.txt ({windows}, 1 "
           "thread): Initial-Key Cache (per layer / global scores), StreamingLLM, H2O",
     "spec": "Speculative decoding vs plain greedy decoding on the same weights, identical tokens "
@@ -93,7 +97,7 @@ TITLES = {
               "prompt, 48 positions, 1 thread); reference = 16 steps of the cosine schedule in "
               "probability order without a cache; valid with its 95% interval; fidelity = tokens "
               "equal to the reference's; speed-up = the reference's denoising time over the "
-              "method's",
+              "method's{paired}",
 }
 
 
@@ -103,7 +107,13 @@ def title(name: str, rows: list[dict[str, Any]]) -> str:
     n = int(rows[0].get("windows", 1)) if rows else 1
     windows = ("one 512-token window" if n == 1 else
                f"mean of {n} windows of 512 tokens spread over it, with the min and max change")
-    return TITLES.get(name, name).replace("{windows}", windows)
+    return TITLES.get(name, name).replace("{windows}", windows).replace("{paired}", PAIRED)
+
+
+PAIRED = (f"; validity against the reference paired prompt by prompt: prompts lost and gained, "
+          f"the difference in points with its 95% interval (Newcombe's paired score interval), "
+          f"and the verdict at a {100 * MARGIN:g}-point margin: keeps (the interval's low end "
+          f"above -{100 * MARGIN:g}), loses (its high end below 0) or cannot tell")
 
 
 NOT_SECTIONS = {"command", "machine", "repeats"}
@@ -130,12 +140,52 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def summary_rows(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """spec: the set's geometric-mean row only (per-prompt rows stay in the JSON). Rows with a
-    validity interval (cache, ladder) print it beside the validity."""
+    validity interval (cache, ladder) print it beside the validity, and their validity paired
+    with their reference's (``paired_cell``)."""
     if name == "spec" and any("prompt" in r for r in rows):
         return [r for r in rows if r.get("prompt") in (None, "geo. mean")]
+    if name in ("cache", "ladder"):
+        rows = [r | {"paired": paired_cell(r, reference_row(name, r, rows))} for r in rows]
     return [r | {"validity_ci": f"{100 * r['validity']:.1f}% [{100 * r['validity_low']:.1f}, "
                                 f"{100 * r['validity_high']:.1f}]"}
             if "validity_low" in r else r for r in rows]
+
+
+def reference_row(name: str, row: dict[str, Any], rows: list[dict[str, Any]]
+                  ) -> dict[str, Any] | None:
+    """The row `row`'s validity is compared with: the ladder's reference method, or the cache
+    setting's uncached run, of the same model and kind."""
+    if name == "ladder":
+        key, ref = "method", bench_ladder.REFERENCE
+    else:
+        refs = {n: r for n, (_, r) in bench_cache.SETTINGS.items()}
+        refs |= {bench_cache.PLAIN: bench_cache.PLAIN, bench_cache.CACHED: bench_cache.PLAIN}
+        key, ref = "setting", refs.get(row["setting"], "")
+    return next((r for r in rows if r["model"] == row["model"] and r["kind"] == row["kind"]
+                 and r[key] == ref), None)
+
+
+def paired_cell(row: dict[str, Any], ref: dict[str, Any] | None) -> str:
+    """"3 lost, 2 gained: -1.0 [-6.2, 4.1] cannot tell" from the per-prompt outcomes. A row
+    saved without them (older runs) shows the difference its counts give, and a verdict only
+    where every way of pairing those counts gives the same one (``NO_OUTCOMES``)."""
+    if ref is None or ref is row or ref.get("prompts") != row["prompts"]:
+        return "reference" if ref is row else "–"
+    n, valid, ref_valid = row["prompts"], row["valid"], ref["valid"]
+    diff = f"{100 * (valid - ref_valid) / n:+.1f}" if valid != ref_valid else "0.0"
+    if "only_ref" in row:
+        p = paired_table(ref_valid - row["only_ref"], row["only_ref"], row["only_other"],
+                         n - ref_valid - row["only_other"])
+        return (f"{p.only_ref} lost, {p.only_other} gained: {diff} [{100 * p.low:.1f}, "
+                f"{100 * p.high:.1f}] {p.verdict}")
+    verdict = verdict_from_totals(n, ref_valid, valid)
+    return f"{diff}: " + (f"{verdict} (from the counts)" if verdict else "needs the outcomes")
+
+
+NO_OUTCOMES = ("This run saved each method's count of valid answers but not which prompts they "
+               "were: the difference is exact, and a verdict is shown only where every way of "
+               "pairing the two counts gives the same one (\"from the counts\"); elsewhere it "
+               "needs the per-prompt outcomes, which the next run of the benchmark saves.")
 
 
 def with_roofline(rows: list[dict[str, Any]], machine: dict[str, Any]) -> list[dict[str, Any]]:
@@ -167,7 +217,10 @@ def section_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
         keys = list(dict.fromkeys(k for r in rows for k in r))
         cols = [(k, k, "") for k in keys]
     cols = present(cols, rows)                                           # drop absent peers
-    return table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
+    out = table([h for h, _, _ in cols], [[cell(r.get(k), f) for _, k, f in cols] for r in rows])
+    if name in ("cache", "ladder") and not all("only_ref" in r for r in rows):
+        out += ["", NO_OUTCOMES]
+    return out
 
 
 KERNEL_COLUMNS = [("type", "type", ""), ("in the file", "file_bytes_per_weight", ".3f"),

@@ -11,9 +11,19 @@ three distinct items of a list in any order (42 to 336 answers). Committing posi
 independently mixes them ("Mars and Mars", half of one poem glued to another); that is what a
 masked diffusion model must denoise in steps for.
 
+The rule families, in the style of ParallelBench (Kim et al. 2025, tasks where committing every
+position at once has an error floor), work on a list the prompt gives, of 3 to 6 words of
+``RULE_ITEMS`` (each one token for the tiny tokenizer, first in a line or after a space): copy
+it, write it in reverse, replace one item everywhere, put it in alphabetical order (one valid
+answer each), or name k different items of it (any k are valid, in any order: 12 to 120
+answers). Their validity is a rule on the prompt's list (``llmnb.perf.heldout.is_valid``), not a
+list of answers; a held-out instance (rule and list) never occurs in training.
+
 The training corpus is regenerated from the seed on every run (``training_examples``), never
-stored; the held-out set (unseen phrasings, unseen addition operand pairs, products with the
-operands in the unseen order), with every valid answer of each prompt, is written to
+stored; ``training_examples(n, rules=False)`` is the corpus without the rule families that
+today's models were trained on. The held-out set (unseen phrasings, unseen addition operand
+pairs, products with the operands in the unseen order, unseen rule instances), with every valid
+answer of each answer-family prompt and the rule of each rule-family one, is written to
 ``data/eval/tiny_heldout.jsonl``:
 
     python tools/tiny_corpus.py                 # write data/eval/tiny_heldout.jsonl, print stats
@@ -27,7 +37,10 @@ import json
 import random
 import sys
 from dataclasses import dataclass
+from functools import cache
+from math import perm
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 HELDOUT_PATH = REPO / "data" / "eval" / "tiny_heldout.jsonl"
@@ -44,6 +57,7 @@ class Example:
     prompt: str
     answer: str
     system: str | None = None
+    instance: RuleInstance | None = None    # a rule family's rule and list
 
 
 # ================================================================================================
@@ -272,6 +286,128 @@ def pick_answers(items: list[str], k: int) -> list[str]:
 
 
 # ================================================================================================
+# Rule families: the prompt gives a list; the answer is the list copied, reversed, with one item
+# replaced everywhere, sorted, or k different items of it, joined by ", ". Validity is the rule
+# (llmnb.perf.heldout.is_valid), so a held-out instance needs no list of answers.
+# ================================================================================================
+
+# The words of PICK_LISTS: each is one token of the tiny tokenizer both at the start of the
+# answer and after ", " (tests/test_heldout.py checks it), so a list of n items is 2n - 1 tokens.
+RULE_ITEMS = sorted({item for _, items, _ in PICK_LISTS for item in items})
+RULE_FAMILIES = ("copy", "reverse", "replace", "alphabetical", "distinct")
+SEPARATOR = ", "
+# Held-out prompts per rule family (distinct: the multi-answer kind).
+RULE_HELDOUT = {"copy": 40, "reverse": 40, "replace": 40, "alphabetical": 40, "distinct": 60}
+RULE_WEIGHTS = {"copy": 0.05, "reverse": 0.05, "replace": 0.05, "alphabetical": 0.05,
+                "distinct": 0.07}
+
+# The same phrasings in training and held-out: what is new in a held-out prompt is its list.
+RULE_TEMPLATES: dict[str, list[str]] = {
+    "copy": ["Copy this list: {items}.", "Copy the list: {items}.", "Repeat this list: {items}.",
+             "Write this list again: {items}.", "Please copy this list: {items}.",
+             "Can you copy this list: {items}?"],
+    "reverse": ["Write this list in reverse: {items}.", "Reverse this list: {items}.",
+                "Write this list backwards: {items}.", "Reverse the list: {items}.",
+                "Please reverse this list: {items}.", "Can you reverse this list: {items}?"],
+    "replace": ["Replace {old} with {new} in this list: {items}.",
+                "In this list, replace {old} with {new}: {items}.",
+                "Write this list with {new} in place of {old}: {items}.",
+                "Change every {old} to {new} in this list: {items}.",
+                "Please replace {old} with {new} in this list: {items}."],
+    "alphabetical": ["Put these names in alphabetical order: {items}.",
+                     "Sort these names alphabetically: {items}.",
+                     "Write these names in alphabetical order: {items}.",
+                     "Please put these names in alphabetical order: {items}.",
+                     "Can you sort these names alphabetically: {items}?"],
+    "distinct": ["Name {k} different items from this list: {items}.",
+                 "Pick {k} different names from this list: {items}.",
+                 "Choose {k} different items from this list: {items}.",
+                 "Give me {k} different names from this list: {items}.",
+                 "Please name {k} different items from this list: {items}."],
+}
+
+
+@dataclass(frozen=True)
+class RuleInstance:
+    """One rule on one list: what a rule-family prompt asks (its phrasing aside)."""
+
+    rule: str
+    items: tuple[str, ...]
+    old: str = ""
+    new: str = ""
+    k: int = 0
+
+    def fields(self) -> dict[str, str]:
+        """The template fields."""
+        return {"items": SEPARATOR.join(self.items), "old": self.old, "new": self.new,
+                "k": COUNT_WORDS.get(self.k, "")}
+
+    def row(self) -> dict[str, Any]:
+        """The rule and its arguments, as a held-out line carries them."""
+        args: dict[str, Any] = {"rule": self.rule, "items": list(self.items)}
+        if self.rule == "replace":
+            args |= {"old": self.old, "new": self.new}
+        if self.rule == "distinct":
+            args["k"] = self.k
+        return args
+
+    @property
+    def modes(self) -> int:
+        return perm(len(self.items), self.k) if self.rule == "distinct" else 1
+
+    def answer(self, rng: random.Random) -> str:
+        """A valid answer (for distinct, an ordered choice of k items drawn uniformly)."""
+        if self.rule == "copy":
+            out = list(self.items)
+        elif self.rule == "reverse":
+            out = self.items[::-1]
+        elif self.rule == "replace":
+            out = [self.new if x == self.old else x for x in self.items]
+        elif self.rule == "alphabetical":
+            out = sorted(self.items)
+        else:
+            out = rng.sample(self.items, self.k)
+        return SEPARATOR.join(out)
+
+
+def draw_instance(rule: str, rng: random.Random) -> RuleInstance:
+    """A random instance: 3-5 different items (copy, reverse, alphabetical; never already in
+    order for alphabetical), 4-5 items of which one, `old`, twice (replace; `new` is not in the
+    list), or 4-6 different items and k = 2 or 3 (distinct)."""
+    if rule in ("copy", "reverse", "alphabetical"):
+        while True:
+            items = tuple(rng.sample(RULE_ITEMS, rng.randint(3, 5)))
+            if rule != "alphabetical" or list(items) != sorted(items):
+                return RuleInstance(rule, items)
+    if rule == "replace":
+        n = rng.randint(4, 5)
+        old, new, *rest = rng.sample(RULE_ITEMS, n)
+        listed = rest + [old, old]
+        rng.shuffle(listed)
+        return RuleInstance(rule, tuple(listed), old, new)
+    if rule == "distinct":
+        return RuleInstance(rule, tuple(rng.sample(RULE_ITEMS, rng.randint(4, 6))),
+                            k=rng.choice((2, 3)))
+    raise ValueError(f"unknown rule family {rule!r}")
+
+
+@cache
+def heldout_instances(seed: int = SEED) -> tuple[tuple[RuleInstance, str], ...]:
+    """The held-out rule instances, each with its phrasing: ``RULE_HELDOUT[rule]`` different
+    instances of each rule, drawn from the seed."""
+    rng = random.Random(seed + 3)
+    out: list[tuple[RuleInstance, str]] = []
+    for rule in RULE_FAMILIES:
+        seen: set[RuleInstance] = set()
+        while len(seen) < RULE_HELDOUT[rule]:
+            inst = draw_instance(rule, rng)
+            if inst not in seen:
+                seen.add(inst)
+                out.append((inst, rng.choice(RULE_TEMPLATES[rule])))
+    return tuple(out)
+
+
+# ================================================================================================
 # Phrasings: (training templates, held-out templates). The first training template of each
 # family is the benchmark prompt's own wording (diffuse-cpp.md §7). A held-out template is a
 # new combination of words the family's training templates use (no word is new to the model).
@@ -427,23 +563,37 @@ def _items(family: str, add_pairs: list[tuple[int, int]],
     raise ValueError(f"unknown family {family!r}")
 
 
-def training_examples(n: int, seed: int = SEED) -> list[Example]:
-    """`n` training examples drawn from the seed: families by ``WEIGHTS``, a random training
-    phrasing and item each, one of the item's valid answers uniformly (so every answer of a
-    multi-answer prompt is equally frequent), 30% with the benchmark's system prompt; the
-    eight benchmark prompts come first (each twice, with and without the system prompt)."""
+def training_examples(n: int, seed: int = SEED, rules: bool = True) -> list[Example]:
+    """`n` training examples drawn from the seed: families by ``WEIGHTS`` (and
+    ``RULE_WEIGHTS`` when `rules`), a random training phrasing and item each, one of the item's
+    valid answers uniformly (so every answer of a multi-answer prompt is equally frequent), 30%
+    with the benchmark's system prompt; the eight benchmark prompts come first (each twice,
+    with and without the system prompt). A rule family's instance is drawn afresh, never one of
+    ``heldout_instances``. With `rules` False this is the corpus of the models trained before
+    the rule families existed, draw for draw."""
     add_train, _, mul_train, _ = arithmetic_split(seed)
     items = {f: _items(f, add_train, mul_train) for f in FAMILIES}
+    held = {inst for inst, _ in heldout_instances(seed)}
     rng = random.Random(seed + 1)
     out: list[Example] = []
     for prompt in BENCHMARK_PROMPTS:
         answer = benchmark_answer(prompt)
         out.append(Example("benchmark", prompt, answer))
         out.append(Example("benchmark", prompt, answer, SYSTEM))
-    families = list(WEIGHTS)
-    weights = [WEIGHTS[f] for f in families]
+    weighted = WEIGHTS | RULE_WEIGHTS if rules else WEIGHTS
+    families = list(weighted)
+    weights = [weighted[f] for f in families]
     while len(out) < n:
         family = rng.choices(families, weights)[0]
+        if family in RULE_FAMILIES:
+            inst = draw_instance(family, rng)
+            while inst in held:
+                inst = draw_instance(family, rng)
+            template = rng.choice(RULE_TEMPLATES[family])
+            system = SYSTEM if rng.random() < SYSTEM_FRACTION else None
+            out.append(Example(family, template.format(**inst.fields()), inst.answer(rng),
+                               system, inst))
+            continue
         fields, answers = rng.choice(items[family])
         answer = rng.choice(answers)
         template = rng.choice(TEMPLATES[family][0])
@@ -464,30 +614,47 @@ def benchmark_answer(prompt: str) -> str:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One held-out prompt and every valid answer to it (the first is ``answer``)."""
+    """One held-out prompt and every valid answer to it (the first is ``answer``), or the rule
+    instance that decides it (a rule family)."""
 
     family: str
     prompt: str
     answers: tuple[str, ...]
+    instance: RuleInstance | None = None
 
     @property
     def answer(self) -> str:
-        return self.answers[0]
+        """The first valid answer (a rule family's: its one answer, or distinct's first k
+        items)."""
+        if self.instance is None:
+            return self.answers[0]
+        if self.instance.rule == "distinct":
+            return SEPARATOR.join(self.instance.items[:self.instance.k])
+        return self.instance.answer(random.Random(0))   # the one answer: no draw
 
     @property
     def modes(self) -> int:
-        return len(self.answers)
+        return self.instance.modes if self.instance is not None else len(self.answers)
+
+    def row(self) -> dict[str, Any]:
+        """The held-out line: prompt, family, modes and answers (+ answer) or the rule."""
+        head = {"family": self.family, "prompt": self.prompt}
+        if self.instance is not None:
+            return head | {"modes": self.modes} | self.instance.row()
+        return head | {"answers": list(self.answers), "modes": self.modes, "answer": self.answer}
 
     def valid(self, text: str) -> bool:
-        """Decoded text (up to end of text) is valid iff, stripped, it equals an answer."""
-        return text.strip() in {a.strip() for a in self.answers}
+        """``llmnb.perf.heldout.is_valid`` on this line: the one definition of validity."""
+        from llmnb.perf.heldout import is_valid
+        return is_valid(self.row(), text)
 
 
 def heldout_examples(seed: int = SEED) -> list[HeldOut]:
     """The evaluation set, never in ``training_examples``: every item of a deterministic family
     once with a held-out phrasing (chosen by the seed), addition and products on their held-out
     operand pairs; then every item of a multi-answer family with each of its three held-out
-    phrasings."""
+    phrasings; then the rule families' ``heldout_instances`` (after the answer families, so
+    that the lines before them are today's, unchanged)."""
     _, add_held, _, mul_held = arithmetic_split(seed)
     rng = random.Random(seed + 2)
     out: list[HeldOut] = []
@@ -499,6 +666,8 @@ def heldout_examples(seed: int = SEED) -> list[HeldOut]:
                 templates = [rng.choice(TEMPLATES[family][1])]
             for template in templates:
                 out.append(HeldOut(family, template.format(**fields), tuple(answers)))
+    for inst, template in heldout_instances(seed):
+        out.append(HeldOut(inst.rule, template.format(**inst.fields()), (), inst))
     return out
 
 
@@ -509,23 +678,28 @@ def chatml(prompt: str, system: str | None = None) -> str:
 
 
 def write_heldout(path: Path = HELDOUT_PATH) -> list[HeldOut]:
-    """One JSON object per line: prompt, family, answers, modes, answer (= answers[0])."""
+    """One JSON object per line: family, prompt, then answers, modes, answer (= answers[0])
+    for an answer family, or modes, rule and its arguments for a rule family."""
     examples = heldout_examples()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for e in examples:
-            fh.write(json.dumps({"family": e.family, "prompt": e.prompt, "answers": e.answers,
-                                 "modes": e.modes, "answer": e.answer},
-                                ensure_ascii=False) + "\n")
+            fh.write(json.dumps(e.row(), ensure_ascii=False) + "\n")
     tmp.replace(path)
     return examples
 
 
 def read_heldout(path: Path = HELDOUT_PATH) -> list[HeldOut]:
+    """The held-out lines as written by ``write_heldout``."""
     with path.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return [HeldOut(r["family"], r["prompt"], tuple(r["answers"])) for r in rows]
+    out = []
+    for r in rows:
+        inst = (RuleInstance(r["rule"], tuple(r["items"]), r.get("old", ""), r.get("new", ""),
+                             r.get("k", 0)) if "rule" in r else None)
+        out.append(HeldOut(r["family"], r["prompt"], tuple(r.get("answers", ())), inst))
+    return out
 
 
 def structure(answers: list[list[int]], gen_length: int) -> dict[str, int]:
@@ -545,12 +719,13 @@ def check(held: list[HeldOut], gen_length: int = 48) -> list[str]:
     """Problems with the held-out set under the tokenizer: an answer (+ end of turn) longer
     than `gen_length`; a multi-answer prompt whose answers differ in length or share a token
     at a position without all sharing it (pick, whose items may repeat across positions, is
-    only checked for length)."""
+    only checked for length); a rule item that is not one token (``item_tokens``)."""
     from tiny_tokenizer import IM_END, load_tokenizer
     tok = load_tokenizer()
-    problems = []
+    problems = [f"rule item {item!r} takes {n} tokens" for item, n in item_tokens(tok).items()
+                if n != 1]
     for e in held:
-        ids = [tok.encode(a).ids + [IM_END] for a in e.answers]
+        ids = [tok.encode(a).ids + [IM_END] for a in (e.answers or (e.answer,))]
         st = structure(ids, gen_length)
         if st["longest"] > gen_length:
             problems.append(f"{e.prompt!r}: an answer takes {st['longest']} > {gen_length} tokens")
@@ -559,6 +734,13 @@ def check(held: list[HeldOut], gen_length: int = 48) -> list[str]:
             problems.append(f"{e.prompt!r}: lengths {st['shortest']}-{st['longest']}, "
                             f"{st['partly_shared']} partly shared positions")
     return problems
+
+
+def item_tokens(tok: Any) -> dict[str, int]:
+    """How many tokens each of ``RULE_ITEMS`` takes with `tok` (a ``tokenizers`` tokenizer),
+    the more of its two forms: first in an answer, or after ", "."""
+    return {item: max(len(tok.encode(item).ids), len(tok.encode("A, " + item).ids) - 2)
+            for item in RULE_ITEMS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -571,11 +753,12 @@ def main(argv: list[str] | None = None) -> int:
     held = write_heldout(args.out)
     train = training_examples(20000)
     train_prompts = {e.prompt for e in train}
-    leaks = [e for e in held if e.prompt in train_prompts]
+    train_instances = {e.instance for e in train if e.instance is not None}
+    leaks = [e for e in held if e.prompt in train_prompts or e.instance in train_instances]
     if leaks:
         print(f"held-out prompts found in training: {leaks[:3]}", file=sys.stderr)
         return 1
-    counts = {f: sum(e.family == f for e in held) for f in FAMILIES}
+    counts = {f: sum(e.family == f for e in held) for f in FAMILIES + list(RULE_FAMILIES)}
     single = sum(e.modes == 1 for e in held)
     print(f"wrote {len(held)} held-out prompts ({single} single-answer, {len(held) - single} "
           f"multi-answer) to {args.out}: {counts}", file=sys.stderr)
@@ -586,7 +769,8 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             return 1
     for e in train[16:16 + args.sample]:
-        print(json.dumps(e.__dict__, ensure_ascii=False))
+        d = dict(e.__dict__, instance=e.instance.row() if e.instance is not None else None)
+        print(json.dumps(d, ensure_ascii=False))
     return 0
 
 

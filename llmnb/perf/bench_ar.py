@@ -3,8 +3,12 @@
 Decoding one token multiplies every weight matrix by one vector: it must stream every weight
 byte it holds from memory once per token, so tokens/s can never exceed
     read bandwidth / weight bytes read per token      (the roofline),
-with the read bandwidth measured here, in the same run (``peaks.read_roof``: the best of a few
-read-only kernels and STREAM's copy, the machine probe's memory roof). Quantized weights read
+with the read bandwidth the machine probe's memory roof (``machine.probe``: the DRAM plateau of
+its read-bandwidth curve; ``llmnb bench`` measures it at the start of the run, a bench called
+alone reads the stored measurement). Weights small enough to sit in what the curve shows as
+cache are read from cache, not memory, so such a decode can pass "100% of the roof": each row
+says where its weights are read from (``weights_in``), and a sentence on stderr says why for
+the cache-resident ones (``MachineFacts.residency``). Quantized weights read
 their repacked blocks (about the file's bytes), f32 weights 4 bytes per weight; both are
 measured side by side. Prefill multiplies matrices by many vectors at once and is
 compute-bound instead. Each (thread count, weights) runs in a fresh subprocess. Its memory:
@@ -22,23 +26,16 @@ from __future__ import annotations
 import resource
 from typing import Any
 
+import sys
+
 from llmnb import hub
 from llmnb.perf.inputs import has_model
-from llmnb.perf.peaks import read_roof
+from llmnb.perf.machine import probe
 from llmnb.perf.peer import peer_bench
 from llmnb.perf.worker import run_worker
 
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 32
-
-
-def bandwidth_worker(threads: int, repeats: int) -> dict[str, object]:
-    """The memory roof at `threads`, as the machine probe measures it (its own process: the
-    large arrays stay out of the RSS)."""
-    import llmnb
-
-    with llmnb.threads(threads):
-        return {"read_bytes_s": read_roof(256 << 20, 128 << 20, repeats, threads)}
 
 
 def resident_bytes() -> int:
@@ -100,18 +97,24 @@ def bench_ar(repeats: int = 5, threads: list[int] | None = None, peer: str | Non
     file_bytes = path.stat().st_size
     rows = []
     ref: dict[int, dict[str, float]] = {}
+    facts = probe(threads=threads)
     for n in threads:
-        bw = _subprocess(f"bandwidth_worker({n}, {repeats})")["read_bytes_s"]
+        bw = facts.read_gbs[n] * 1e9
         if peer:        # beside ours at the same thread count: a slow minute hits both
             ref |= peer_bench(peer, path, [n], repeats, PROMPT_TOKENS, DECODE_TOKENS)
         for w in weights or ["quantized", "f32"]:
             row = _subprocess(f"worker({str(path)!r}, {n}, {repeats}, {w!r})")
             roofline = bw / row["weight_bytes"]
+            held = float(row["weight_bytes"])
             row |= {"model": model, "read_GB_s": bw / 1e9, "roofline_tok_s": roofline,
                     "decode_vs_roofline": row["decode_tok_s"] / roofline,
+                    "weights_in": facts.where(held, n),
                     "rss_above_baseline_vs_file":
                         (row["rss_bytes"] - row["baseline_rss_bytes"]) / file_bytes}
             rows.append(row)
+            if row["weights_in"] == "cache":
+                print(f"bench ar: {model}, {w} weights, {n} thread{'s' if n > 1 else ''}: "
+                      f"{facts.residency(held, n)}", file=sys.stderr)
     for row in rows:
         f32 = [r for r in rows if r["threads"] == row["threads"] and r["weights"] == "f32"]
         if f32 and row["weights"] != "f32":

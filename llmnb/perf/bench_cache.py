@@ -8,9 +8,12 @@ prompt is denoised without the cache and with each cache (``llmnb/diffusion/cach
 diffuse-cpp's active set over one block, Fast-dLLM's prefix and dual caches over blocks of 24,
 each against the uncached run with the same blocks, and entropy_exit against the fixed 16
 steps. Per row: speed-up (the uncached run's time over this one's, summed over the
-prompts), fidelity (tokens equal to the uncached run's), validity with its 95% interval, mean
-steps, and both throughputs: canvas tokens per second (diffuse-cpp's figure, end-of-text
-filler included) and useful tokens (up to the first end of text) per second. The
+prompts), fidelity (tokens equal to the uncached run's), validity with its 95% interval and
+paired prompt by prompt with the uncached run's (``Tally.paired_with``: prompts lost and
+gained, the difference's 95% interval, the exact McNemar p-value, and "keeps", "loses" or
+"cannot tell" at ``intervals.MARGIN``), mean steps, and both throughputs: canvas tokens per
+second (diffuse-cpp's figure, end-of-text filler included) and useful tokens (up to the first
+end of text) per second. The
 "entropy_exit + cache" row is taken over the prompts where entropy_exit needs at least 2
 steps (the cache acts from the second step on; on one-step answers it cannot), against
 uncached entropy_exit on the same prompts, and is left out where there are none.
@@ -56,7 +59,7 @@ def cache_worker(model_path: str, heldout: str, per_kind: int) -> list[dict[str,
         for name, tally in tallies.items():
             base = tallies[refs[name]]
             rows.append({"model": Path(model_path).stem, "kind": kind, "setting": name}
-                        | tally.row()
+                        | tally.row() | tally.paired_with(base)
                         | {"speedup": base.seconds / tally.seconds if tally.seconds else 0.0})
     return rows
 
