@@ -231,6 +231,11 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
+    f(self, *a, **k)
+    self.shift = False                                  # Dream's position i reads row i, not i - 1
+
+
 def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
                       *rest: Any) -> Any:
     act = f(self, step, tokens, masked, *rest)
@@ -284,6 +289,9 @@ BITES: list[Bite] = [
          instead(_top_p_on_everything), "top-p on the whole distribution, not on top-k's"),
     Bite("06_sampling", "draws = np.array([s.sample(sub)", "llmnb.ar.sampling:Sampler.sample",
          instead(_sample_unfiltered), "draws ignore the filters"),
+    Bite("solutions/06_sampling_solutions", 'by_hand = {"top-k 40": 40,',
+         "llmnb.ar.sampling:Sampler.keep_mask", instead(_keep_one_fewer),
+         "top-p keeps one token too few"),
     Bite("07_perplexity", "r = llmnb.perplexity(smol, sentence", "llmnb.ar.perplexity:token_nll",
          instead(_nll_shifted), "each row scored against the wrong token"),
     Bite("07_perplexity", 'r_half = llmnb.perplexity(smol, head', "llmnb.ar.perplexity:perplexity",
@@ -312,6 +320,8 @@ BITES: list[Bite] = [
          "the schedule runs backwards"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
          "commits the least probable first"),
+    Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.engine:StepForward.__init__",
+         instead(_read_own_row), "forgets Dream's shift"),
     Bite("14_entropy_exit", "h = -np.sum(p[p > 1e-10]", "llmnb.diffusion.remasking:entropy",
          scaled(1.001), "entropies 0.1% too large"),
     Bite("14_entropy_exit", "n_by_hand = min(B, max(n_sched, n_easy))",

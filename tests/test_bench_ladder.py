@@ -5,15 +5,16 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from llmnb.diffusion.engine import DiffusionResult, DiffusionStats
 from llmnb.errors import UsageError
+from llmnb.model.model import Model
 from llmnb.perf.bench_cache import cache_worker
 from llmnb.perf.bench_ladder import REFERENCE, best, ladder_worker, targets
-from llmnb.perf.heldout import Prompt, Tally, is_valid, read_heldout, spread
+from llmnb.perf.heldout import Prompt, Tally, is_valid, read_heldout, run_settings, spread
 from llmnb.perf.intervals import paired_table
 
 ROOT = Path(__file__).parent.parent
@@ -221,3 +222,9 @@ def test_readme_tables_print_the_paired_verdict_or_what_the_counts_allow() -> No
     assert lines[-1] == mod.NO_OUTCOMES
     assert mod.section_table("ladder", paired_rows)[-1].endswith("| 1 lost, 0 gained: -1.0 "
                                                                  "[-4.6, 2.4] keeps |")
+
+
+def test_run_settings_wants_each_reference_listed_before_the_settings_it_serves() -> None:
+    with pytest.raises(UsageError, match="the reference of cached is listed after it"):
+        run_settings(cast(Model, None), [], {"cached": {}, "plain": {}},
+                     {"cached": "plain", "plain": "plain"})

@@ -120,6 +120,11 @@ def test_the_margin_is_what_100_prompts_can_resolve() -> None:
     assert paired_table(78, 1, 1, 20).verdict == "keeps"
     assert paired_table(77, 3, 2, 18).verdict == "cannot tell"
     assert paired_table(117, 3, 2, 28).verdict == "keeps"                     # of 150
+    assert paired_table(118, 2, 0, 30).verdict == "keeps"
+    # a 10-point margin would keep a sure loss of 8 answers of 150
+    eight = paired_table(112, 8, 0, 30)
+    assert eight.verdict == "loses" and eight.p_value == pytest.approx(0.0078, abs=1e-4)
+    assert paired_table(112, 8, 0, 30, margin=0.10).verdict == "keeps"
 
 
 def test_verdict_from_totals_is_the_verdict_every_pairing_gives_or_none() -> None:

@@ -155,7 +155,8 @@ def map_of_notebooks() -> Figure:
                                    ("10", "superspec"), ("11", "initial_key_cache")]):
         nb(col, 13.0, n, name, AR)
     chain(13.0, xs)
-    label(ax, 2.0, 10.7, "how fast, and why", size=8, color=MUTED, ha="left")
+    label(ax, xs[0] + w / 2 + 0.6, 10.9, "how fast, and why", size=8, color=MUTED,
+          ha="left")                                              # right of the 05 -> 08 arrow
     nb(xs[0], 7.4, "08", "roofline", PERF)
     nb(xs[1], 7.4, "09", "quantized_matvec", PERF)
     chain(7.4, xs[:2])
@@ -486,8 +487,8 @@ def prefill_decode() -> Figure:
               f"x ({who}, d)", size=7.5)
         label(ax, x + d + 0.6, top - d / 2, "@", size=11)
         ax.add_patch(Rectangle((x + d + 1.2, top - d), out, d, fc=FILE, ec=INK))
-        label(ax, x + d + 1.2 + out / 2, top - d / 2, "W (d, out)\nevery weight read\n"
-              "from memory once", size=7.5)
+        label(ax, x + d + 1.2 + out / 2, top - d / 2, "W (d, out)\nevery weight\nread once",
+              size=7.5)
         label(ax, x + d + out + 1.8, top - d / 2, "=", size=11)
         ax.add_patch(Rectangle((x + d + out + 2.4, top - rows), out, rows, fc=DIFF, ec=INK))
         label(ax, x + d + out + 2.4 + out / 2, top - rows / 2 if rows > 1 else top + 0.5,
@@ -497,9 +498,9 @@ def prefill_decode() -> Figure:
               color=MUTED, va="top")
 
     product(1.0, 3.5, "P", "prefill: the P prompt tokens at once",
-            "matrix-matrix: 2P FLOPs per weight read;\ncompute-bound (BLAS near its peak)")
+            "matrix-matrix: 2P FLOPs per weight read;\nthe roofline predicts compute-bound")
     product(22.0, 0.45, "1", "decode: one token per pass",
-            "matrix-vector: 2 FLOPs per weight read;\nmemory-bound (waits for the weights)")
+            "matrix-vector: 2 FLOPs per weight read;\nthe roofline predicts memory-bound")
     label(ax, 21, 0.8, "arithmetic intensity = FLOPs / bytes read = 2P / b for prefill, 2 / b "
           "for decode (b = bytes per weight)", size=7.8)
     return fig
@@ -807,7 +808,7 @@ def verify_tree() -> Figure:
 def kv_groups() -> Figure:
     fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and "
                      "the middle by Score Sum", title_size=10.5)
-    n, sinks, recent, budget = 24, 2, 5, 11
+    n, sinks, recent, budget = 24, 2, 4, 12        # notebook 11's BUDGET, SINKS, RECENT
     score = [0.9, 0.7, 0.2, 0.6, 0.1, 0.3, 1.4, 0.2, 0.15, 0.9, 0.25, 0.1, 1.1, 0.3, 0.2, 0.7,
              0.1, 0.5, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
     middle = list(range(sinks, n - recent))

@@ -201,10 +201,15 @@ def is_valid(row: Prompt | Mapping[str, Any], text: str) -> bool:
     return got == expected(row)
 
 
-def spread(prompts: list[Prompt], kind: str, n: int) -> list[Prompt]:
-    """`n` prompts of one kind, evenly spaced through the file (all families); all of them
-    when `n` <= 0 or the file has no more."""
-    of_kind = [p for p in prompts if p.kind == kind]
+def spread(prompts: list[Prompt], kind: str, n: int,
+           checked_by: str | None = None) -> list[Prompt]:
+    """`n` prompts of one kind, evenly spaced through the file (all families, or only those
+    whose validity is `checked_by`: "answers" or "rule"); all of them when `n` <= 0 or the file
+    has no more."""
+    if checked_by is not None and checked_by not in CHECKS:
+        raise UsageError(f"checked_by: expected one of {', '.join(CHECKS)}, got {checked_by!r}")
+    of_kind = [p for p in prompts
+               if p.kind == kind and checked_by in (None, p.checked_by)]
     if n <= 0 or n >= len(of_kind):
         return of_kind
     return [of_kind[i * len(of_kind) // n] for i in range(n)]
@@ -286,13 +291,20 @@ def kinds(model_path: str, heldout: str, per_kind: int,
 
 def run_settings(m: Model, prompts: list[Prompt], settings: dict[str, dict[str, Any]],
                  reference: dict[str, str]) -> tuple[dict[str, Tally], dict[str, list[list[int]]]]:
-    """Each setting (``diffuse`` arguments) over `prompts`, in order, tallied against the
-    tokens of the setting `reference` names (run before it); the tallies and the tokens."""
-    tallies: dict[str, Tally] = {}
-    tokens: dict[str, list[list[int]]] = {}
-    for name, kw in settings.items():
-        tallies[name], tokens[name] = Tally(), []
-        for i, p in enumerate(prompts):
+    """Each setting (``diffuse`` arguments) on each of `prompts`, tallied against the tokens of
+    the setting `reference` names (listed before it, or itself); the tallies and the tokens.
+    Prompt by prompt, every setting in turn: a noisy neighbour on a shared machine slows all
+    settings alike, not the few that ran while it was busy, so the speed-ups compare like
+    with like."""
+    order = list(settings)
+    late = [n for n in order if order.index(reference[n]) > order.index(n)]
+    if late:
+        raise UsageError(f"run_settings: the reference of {', '.join(late)} is listed after it; "
+                         f"expected each reference first")
+    tallies = {name: Tally() for name in settings}
+    tokens: dict[str, list[list[int]]] = {name: [] for name in settings}
+    for i, p in enumerate(prompts):
+        for name, kw in settings.items():
             res = diffuse(m, p.prompt, **kw)
             tokens[name].append(res.tokens)
             tallies[name].add(res, p, tokens[reference[name]][i])

@@ -48,7 +48,9 @@ def share(k: int, n: int) -> str:
 
 
 def separated(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Whether two shares, each (k, n), differ: their 95% intervals do not overlap."""
+    """Whether two shares, each (k, n), of two unpaired samples (different prompts) differ:
+    their 95% intervals do not overlap. Two methods on the same prompts are compared with
+    ``paired``: this test ignores the pairing, and needs a far larger difference to call one."""
     (a_low, a_high), (b_low, b_high) = proportion(*a), proportion(*b)
     return a_high < b_low or b_high < a_low
 
@@ -69,10 +71,12 @@ MARGIN = 0.05
 What ~100-150 paired prompts can resolve sets it. Even two methods that agree on every prompt
 get a paired interval of about +-2 to +-4 points at n = 100 (+-1.9 at 50% validity, +-2.9 at
 80%, +-3.8 at 95%; about two thirds of that at n = 150), and each prompt on which they disagree
-widens it by about a point. At 5 points, a method that changes a few answers of 100 (up to ~10
-of 150) and loses at most one or two on balance keeps; a 2-3 point margin could rarely be met
-however alike the methods, and a 10-point one would call a method that loses one answer in
-twelve "keeps". One margin for every table and notebook, so that "as good as" means one thing."""
+widens it by about a point. At 5 points, a method that loses one answer of 100 (two of 150) and
+gains none keeps, and so does one that trades a few answers for as many others; a 2-3 point
+margin could rarely be met however alike the methods, and a 10-point one would call "keeps" a
+method that loses 8 answers of 150 and gains none (5.3 points, McNemar p = 0.008). One margin
+for every table and notebook, so that "as good as" means one thing."""
+
 
 @dataclass(frozen=True)
 class Paired:
@@ -105,8 +109,8 @@ class Paired:
         return "loses" if self.high < 0 else "cannot tell"
 
     def text(self) -> str:
-        """"79/100 against 80/100: 3 lost, 2 gained, difference -1.0 points [-5.9, 3.9],
-        p = 1.00: keeps (margin 5 points)"."""
+        """"79/100 against 80/100: 3 lost, 2 gained, difference -1.0 points [-6.2, 4.1],
+        p = 1.00: cannot tell (margin 5 points)"."""
         gain = self.other_valid - self.ref_valid
         points = f"{100 * gain / self.n:+.1f}" if gain else "0.0"
         return (f"{self.other_valid}/{self.n} against {self.ref_valid}/{self.n}: "
