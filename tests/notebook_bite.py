@@ -236,6 +236,11 @@ def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
     return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
 
 
+def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
+    f(self, *a, **k)
+    self.shift = False                                  # Dream's position i reads row i, not i - 1
+
+
 def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
                       *rest: Any) -> Any:
     act = f(self, step, tokens, masked, *rest)
@@ -322,6 +327,8 @@ BITES: list[Bite] = [
          "the schedule runs backwards"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
          "commits the least probable first"),
+    Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.engine:StepForward.__init__",
+         instead(_read_own_row), "forgets Dream's shift"),
     Bite("14_entropy_exit", "h = -np.sum(p[p > 1e-10]", "llmnb.diffusion.remasking:entropy",
          scaled(1.001), "entropies 0.1% too large"),
     Bite("14_entropy_exit", "n_by_hand = min(B, max(n_sched, n_easy))",
