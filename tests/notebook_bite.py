@@ -231,6 +231,16 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
+    import dataclasses
+    return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
+
+
+def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
+    f(self, *a, **k)
+    self.shift = False                                  # Dream's position i reads row i, not i - 1
+
+
 def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
                       *rest: Any) -> Any:
     act = f(self, step, tokens, masked, *rest)
@@ -306,6 +316,8 @@ BITES: list[Bite] = [
          with_args(context=80), "counts the attention of another context length"),
     Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
          scaled(1.001), "values 0.1% too large"),
+    Bite("solutions/09_quantized_matvec_solutions", "n_out, n_in = 576, 1536",
+         "llmnb.kernels.layout:pack", then(_scales_float64), "stores its scales as float64"),
     Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
          then(_without_last), "drafts one token too few"),
     Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',
@@ -315,6 +327,8 @@ BITES: list[Bite] = [
          "the schedule runs backwards"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
          "commits the least probable first"),
+    Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.engine:StepForward.__init__",
+         instead(_read_own_row), "forgets Dream's shift"),
     Bite("14_entropy_exit", "h = -np.sum(p[p > 1e-10]", "llmnb.diffusion.remasking:entropy",
          scaled(1.001), "entropies 0.1% too large"),
     Bite("14_entropy_exit", "n_by_hand = min(B, max(n_sched, n_easy))",

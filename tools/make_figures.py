@@ -808,7 +808,7 @@ def verify_tree() -> Figure:
 def kv_groups() -> Figure:
     fig, ax = canvas(44, 11.6, "What a cache with a budget keeps: sinks, the recent window, and "
                      "the middle by Score Sum", title_size=10.5)
-    n, sinks, recent, budget = 24, 2, 5, 11
+    n, sinks, recent, budget = 24, 2, 4, 12        # notebook 11's BUDGET, SINKS, RECENT
     score = [0.9, 0.7, 0.2, 0.6, 0.1, 0.3, 1.4, 0.2, 0.15, 0.9, 0.25, 0.1, 1.1, 0.3, 0.2, 0.7,
              0.1, 0.5, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
     middle = list(range(sinks, n - recent))
