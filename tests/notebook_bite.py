@@ -231,6 +231,11 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
+    import dataclasses
+    return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
+
+
 def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
     f(self, *a, **k)
     self.shift = False                                  # Dream's position i reads row i, not i - 1
@@ -324,6 +329,8 @@ BITES: list[Bite] = [
          with_args(context=80), "counts the attention of another context length"),
     Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
          scaled(1.001), "values 0.1% too large"),
+    Bite("solutions/09_quantized_matvec_solutions", "n_out, n_in = 576, 1536",
+         "llmnb.kernels.layout:pack", then(_scales_float64), "stores its scales as float64"),
     Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
          then(_without_last), "drafts one token too few"),
     Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',

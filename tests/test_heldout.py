@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from llmnb.errors import UsageError
-from llmnb.perf.heldout import Prompt, is_valid, read_heldout, row_prompt
+from llmnb.perf.heldout import Prompt, is_valid, read_heldout, row_prompt, spread
 
 ROOT = Path(__file__).parent.parent
 HELDOUT = ROOT / "data" / "eval" / "tiny_heldout.jsonl"
@@ -153,3 +153,14 @@ def test_rule_items_are_one_token_each() -> None:
 def test_prompt_keeps_its_positional_form() -> None:
     p = Prompt("q", "f", ("a",), 1)
     assert (p.rule, p.items, p.checked_by, p.valid(" a ")) == ("", (), "answers", True)
+
+
+def test_spread_can_keep_one_group_of_families() -> None:
+    prompts = read_heldout(HELDOUT)
+    rule = spread(prompts, "multi", 10, checked_by="rule")
+    answers = spread(prompts, "multi", 0, checked_by="answers")
+    assert len(rule) == 10 and {p.family for p in rule} == {"distinct"}
+    assert len(answers) == 108 and all(p.checked_by == "answers" for p in answers)
+    assert len(spread(prompts, "single", 0)) == 383
+    with pytest.raises(UsageError, match="checked_by: expected"):
+        spread(prompts, "single", 5, checked_by="rules")

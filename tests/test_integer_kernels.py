@@ -16,6 +16,7 @@ import llmnb
 from llmnb.gguf.constants import GGMLType as T
 from llmnb.gguf.constants import type_name
 from llmnb.kernels import integer as I
+from llmnb.kernels import reference
 from llmnb.kernels.isa import available, choose
 from llmnb.kernels.simd import half_rounded
 from llmnb.quant import dequantize, quantize
@@ -134,12 +135,23 @@ def exact(raw: np.ndarray, t: int, n_out: int, n_in: int, a: I.Activations) -> n
 
 
 @pytest.mark.parametrize("t", TYPES, ids=type_name)
-def test_every_format_is_its_exact_sum_on_every_instruction_set(t: int) -> None:
+def test_the_plain_reference_is_the_exact_sum_of_the_dequantized_weights(t: int) -> None:
+    """kernels.reference, block by block from the file's bytes, against dequantize (gguf-py's
+    bits) times the same 8-bit activations in float64: the same numbers to float64 rounding."""
+    n_out, n_in = 24, 768
+    raw, w = random_weight(t, n_out, n_in, 11)
+    x = np.random.default_rng(12).standard_normal((3, n_in)).astype(np.float32)
+    want = exact(raw, t, n_out, n_in, I.quantize(x, w.activations, w.group))
+    got = reference.matmul(x, raw, t, n_out)
+    assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("t", TYPES, ids=type_name)
+def test_every_format_is_the_plain_reference_on_every_instruction_set(t: int) -> None:
     n_out, n_in = 48, 768
     raw, w = random_weight(t, n_out, n_in, 3)
     x = np.random.default_rng(4).standard_normal((9, n_in)).astype(np.float32)
-    a = I.quantize(x, w.activations, w.group)
-    want = exact(raw, t, n_out, n_in, a)
+    want = reference.matmul(x, raw, t, n_out)
     first = None
     for isa in ISAS:
         got = I.matmul(x, w, isa)
@@ -355,3 +367,5 @@ def test_activations_and_dot_products_are_llama_cpps_own() -> None:
             got = I.matmul(row[None], w, ISAS[0])[0] if ISAS else w.matmul(row[None])[0]
             want_ = np.array(want, np.float32)
             assert np.abs(got - want_).max() <= 1e-6 * np.abs(want_).max(), case["type"]
+            plain = reference.matmul(row[None], raw, t, N_OUT)[0]
+            assert np.abs(plain - want_).max() <= 1e-6 * np.abs(want_).max(), case["type"]

@@ -1,9 +1,10 @@
 """Evaluate the tiny models through llmnb itself, and check the embedded tokenizer.
 
-- Validity on ``data/eval/tiny_heldout.jsonl``, for single-answer and multi-answer prompts
-  apart: the text decoded up to the first end of text, stripped, must equal one of the prompt's
-  ``answers``. tiny-ar by ``llmnb.generate(m, prompt, chat=True)`` (greedy, the file's ChatML
-  template, no system prompt); tiny-llada and tiny-dream by ``llmnb.diffuse`` on 48 positions
+- Validity on the answer families of ``data/eval/tiny_heldout.jsonl``, for single-answer and
+  multi-answer prompts apart (valid: ``llmnb.perf.heldout.is_valid``, the text decoded up to
+  the first end of text, stripped, equals one of the prompt's ``answers``). tiny-ar by
+  ``llmnb.generate(m, prompt, chat=True)`` (greedy, the file's ChatML template, no system
+  prompt); tiny-llada and tiny-dream by ``llmnb.diffuse`` on 48 positions
   (one block, temperature 0, no cache) four ways: 16 steps of low_confidence (the cosine
   schedule), ONE step (all 48 positions committed at once), and entropy_exit (at most 16
   steps; threshold 1.5 nats, diffuse-cpp's default, and 1.0 nats; its mean steps too); then,
@@ -11,6 +12,11 @@
   entropy_exit's threshold sweep, the remasking rules at 16 steps, and the inter-step caches
   (diffuse-cpp's; Fast-dLLM's prefix and dual on two blocks of 24) against the uncached run:
   tokens equal, validity, positions recomputed (``eval_llmnb`` in ``<name>.json``).
+- ``--baseline``: validity on the whole held-out set, the rule families (copy, reverse, replace,
+  alphabetical, distinct) apart from the answer families, per family and per kind of prompt,
+  each figure with its 95% interval (``llmnb.perf.intervals.share``): tiny-ar greedy, the
+  diffusion models at 16 steps (cosine schedule) and at 1 step, as above (``heldout_llmnb`` in
+  ``<name>.json``; ``--table`` prints it too). Validity is ``llmnb.perf.heldout.is_valid``.
 - Tokenizer: ``m.tokenizer.encode`` equals the ``tokenizers`` tokenizer trained by
   ``tiny_tokenizer.py`` (``data/models/tiny-tokenizer.json``) on the held-out set and on a
   sample of the training corpus, and decoding round-trips; for every shipped GGUF.
@@ -19,6 +25,7 @@ Needs only llmnb (no torch): run it with the project's venv.
 
     .venv/bin/python tools/eval_tiny.py                    # validity + tokenizer checks
     .venv/bin/python tools/eval_tiny.py --table            # data/models/README.md's tables
+    .venv/bin/python tools/eval_tiny.py --baseline         # the whole set, rule families apart
     .venv/bin/python tools/eval_tiny.py --tokenizer-only
 """
 from __future__ import annotations
@@ -37,11 +44,15 @@ from typing import Any
 import tokenizers
 
 import llmnb
+from llmnb.perf.heldout import CHECKS, Prompt
+from llmnb.perf.heldout import read_heldout as read_prompts
+from llmnb.perf.intervals import share
 from tiny_corpus import (BENCHMARK_PROMPTS, FAMILIES, HeldOut, benchmark_answer, chatml,
                          read_heldout, training_examples)
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "data" / "models"
+HELDOUT = REPO / "data" / "eval" / "tiny_heldout.jsonl"
 NAMES = ("tiny-ar", "tiny-llada", "tiny-dream")
 KINDS = ("single", "multi")
 GEN_LENGTH = 48
@@ -65,6 +76,11 @@ CACHES: dict[str, dict[str, Any]] = {
     "dual": {"block_length": 24, "cache_policy": "dual"},
 }
 NOT_SETTINGS = ("entropy_exit_sweep", "remasking", "cache")
+# --baseline: each model's settings on the whole held-out set.
+BASELINE: dict[str, tuple[str, ...]] = {"tiny-ar": ("greedy",),
+                                        "tiny-llada": ("16 steps", "1 step"),
+                                        "tiny-dream": ("16 steps", "1 step")}
+GROUP_NAMES = {"answers": "answer families", "rule": "rule families"}
 
 
 def kind(e: HeldOut) -> str:
@@ -275,6 +291,79 @@ def cell(c: dict[str, Any]) -> str:
     return f"{c['valid']}/{c['total']} ({100 * c['validity']:.0f}%)"
 
 
+def baseline(name: str, prompts: list[Prompt]) -> dict[str, Any]:
+    """`name`'s ``BASELINE`` settings on `prompts`: valid and total per family and per (group,
+    kind), the group being how validity is decided ("answers" or "rule"), and the first misses
+    of each family."""
+    m = llmnb.load(MODELS / f"{name}.gguf")
+    out: dict[str, Any] = {}
+    with llmnb.threads(1):
+        for setting in BASELINE[name]:
+            if name == "tiny-ar":
+                kw: dict[str, Any] = {"max_new_tokens": GEN_LENGTH, "chat": True}
+                method = "llmnb.generate(m, prompt, max_new_tokens=48, chat=True), greedy"
+            else:
+                kw = DIFFUSE | SETTINGS[setting]
+                method = "llmnb.diffuse(m, prompt, " + ", ".join(
+                    f"{k}={v!r}" for k, v in kw.items()) + ")"
+            per: dict[str, list[int]] = {}
+            misses: dict[str, list[dict[str, str]]] = {}
+            t0 = time.perf_counter()
+            for p in prompts:
+                r = (llmnb.generate(m, p.prompt, **kw) if name == "tiny-ar"
+                     else llmnb.diffuse(m, p.prompt, **kw))
+                ok = p.valid(r.text)
+                for key in (f"{p.checked_by} {p.kind}", f"family {p.family}"):
+                    c = per.setdefault(key, [0, 0])
+                    c[0] += ok
+                    c[1] += 1
+                if not ok and len(misses.setdefault(p.family, [])) < 3:
+                    misses[p.family].append({"prompt": p.prompt, "got": r.text.strip()})
+            out[setting] = {
+                "method": method, "seconds": round(time.perf_counter() - t0, 1),
+                "groups": {key: {"valid": c[0], "total": c[1]} for key, c in per.items()
+                           if not key.startswith("family ")},
+                "per_family": {key[7:]: {"valid": c[0], "total": c[1]}
+                               for key, c in per.items() if key.startswith("family ")},
+                "misses": misses}
+    return out
+
+
+def baseline_table() -> str:
+    """The ``heldout_llmnb`` reports as one markdown table: per family, the answer families
+    then the rule families, each group's totals per kind of prompt after its families; each
+    cell the validity with its 95% interval."""
+    cols: list[tuple[str, dict[str, Any]]] = []
+    for name in NAMES:
+        path = MODELS / f"{name}.json"
+        report = json.loads(path.read_text()) if path.exists() else {}
+        cols += [(f"{name} {setting}", ev)
+                 for setting, ev in report.get("heldout_llmnb", {}).get("settings", {}).items()]
+    if not cols:
+        return ""
+    prompts = read_prompts(HELDOUT)
+    lines = ["| family | kind | " + " | ".join(c for c, _ in cols) + " |",
+             "|---|---|" + "---:|" * len(cols)]
+
+    def row(label: str, kind: str, get: Callable[[dict[str, Any]], dict[str, int] | None],
+            bold: bool = False) -> None:
+        cells = []
+        for _, ev in cols:
+            c = get(ev)
+            text = share(c["valid"], c["total"]) if c else "-"
+            cells.append(f"**{text}**" if bold and c else text)
+        lines.append(f"| {label} | {kind} | " + " | ".join(cells) + " |")
+    for group in CHECKS:
+        families = list(dict.fromkeys(p.family for p in prompts if p.checked_by == group))
+        for f in families:
+            kind = next(p.kind for p in prompts if p.family == f)
+            row(f, kind, lambda ev, f=f: ev["per_family"].get(f))
+        for kind in KINDS:
+            row(f"**{GROUP_NAMES[group]}**", kind,
+                lambda ev, k=kind, g=group: ev["groups"].get(f"{g} {k}"), bold=True)
+    return "\n".join(lines)
+
+
 def markdown_table() -> str:
     """Validity per family and per kind of prompt, entropy_exit's mean steps, and its
     threshold sweep, from the ``<name>.json`` reports, as markdown tables."""
@@ -340,11 +429,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-every", type=int, default=2, help="the threshold sweep on every "
                     "N-th of those")
     ap.add_argument("--models", nargs="*", default=list(NAMES), choices=NAMES)
+    ap.add_argument("--baseline", action="store_true", help="only the whole held-out set, "
+                    "rule families apart: tiny-ar greedy, the diffusion models at 16 steps and "
+                    "1 step (heldout_llmnb in <name>.json)")
     args = ap.parse_args(argv)
     if args.table:
         print(markdown_table())
+        print("\n" + baseline_table())
         return 0
-    held = read_heldout()[::args.every]
+    if args.baseline:
+        prompts = read_prompts(HELDOUT)
+        for name in args.models:
+            report_path = MODELS / f"{name}.json"
+            report = json.loads(report_path.read_text()) if report_path.exists() else {}
+            report["heldout_llmnb"] = {"prompts": len(prompts), "settings": baseline(name, prompts)}
+            for setting, ev in report["heldout_llmnb"]["settings"].items():
+                print(f"{name} {setting} ({ev['seconds']} s): " + "; ".join(
+                    f"{key} {share(c['valid'], c['total'])}" for key, c in ev["groups"].items()),
+                    file=sys.stderr)
+            tmp = report_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+            tmp.replace(report_path)
+        print(baseline_table())
+        return 0
+    # the settings, sweeps and caches: on the answer families (the rule families: --baseline)
+    held = [e for e in read_heldout() if e.instance is None][::args.every]
     failed = False
     for name in args.models:
         path = MODELS / f"{name}.gguf"

@@ -11,7 +11,9 @@ same lock). Each notebook runs in a fresh kernel from its own folder, under the 
 two overrides (``OPENBLAS_CORETYPE``, ``OPENBLAS_L2_SIZE``) are unset, as for the benchmark
 runs, so that BLAS picks its kernel for this CPU. A notebook is written back only when every
 cell ran (temp file, then rename); the first failure stops the run with the cell and its error.
-Consecutive stream outputs of a cell are merged into one, as a reader would see them.
+Consecutive stream outputs of a cell are merged into one, as a reader would see them. A run of
+every notebook first measures the machine again (``machine.probe(refresh=True)``), under the
+same lock: the notebooks all read that one measurement, made on the quiet machine of this run.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from nbclient.exceptions import CellExecutionError
 
 from llmnb.errors import LLMNBError
 from llmnb.perf.lock import hold_machine
-from llmnb.perf.machine import is_compiled
+from llmnb.perf.machine import is_compiled, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -107,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(name, None)
     try:
         with hold_machine("make notebooks"):
+            if not args.only:
+                t0 = time.perf_counter()
+                facts = probe(refresh=True)
+                print(f"machine measured ({time.perf_counter() - t0:.0f} s): memory roof "
+                      + ", ".join(f"{facts.read_gbs[n]:.1f} GB/s at {n} thread(s)"
+                                  for n in facts.threads))
             total = 0.0
             for path in paths:
                 print(f"{path.relative_to(ROOT)} ...", end=" ", flush=True)

@@ -11,7 +11,7 @@ three distinct items of a list in any order (42 to 336 answers). Committing posi
 independently mixes them ("Mars and Mars", half of one poem glued to another); that is what a
 masked diffusion model must denoise in steps for.
 
-The rule families, in the style of ParallelBench (Kim et al. 2025, tasks where committing every
+The rule families, in the style of ParallelBench (2025: tasks where committing every
 position at once has an error floor), work on a list the prompt gives, of 3 to 6 words of
 ``RULE_ITEMS`` (each one token for the tiny tokenizer, first in a line or after a space): copy
 it, write it in reverse, replace one item everywhere, put it in alphabetical order (one valid

@@ -246,8 +246,3 @@ class EvictingKVCache(KVCache):
         sink = p < self.sinks
         rec = ~sink & (p >= self.length - self.recent)
         return p[sink], p[rec], p[~sink & ~rec]
-
-    @property
-    def score_nbytes(self) -> int:
-        """Bytes of the bookkeeping beside the keys and values (positions and scores)."""
-        return int(self.pos.nbytes + self.ring.nbytes)

@@ -105,9 +105,3 @@ GGML_TYPE_IDS: Final[dict[str, int]] = {name: tid for tid, name in GGML_TYPE_NAM
 def type_name(ggml_type: int) -> str:
     """The ggml name of a tensor type id ('Q4_K'), or 'type<N>' for an unknown id."""
     return GGML_TYPE_NAMES.get(ggml_type, f"type{ggml_type}")
-
-
-def tensor_nbytes(ggml_type: int, n_elements: int) -> int:
-    """Bytes a tensor of `n_elements` takes in `ggml_type` (the caller checks divisibility)."""
-    block, size = GGML_BLOCK_SIZES[ggml_type]
-    return n_elements // block * size

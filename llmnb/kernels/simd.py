@@ -400,17 +400,6 @@ isplat_rows.__doc__ = "R rows of int32: row k holds arr[i + k*stride] in every l
 
 @_jit_only
 @intrinsic
-def isplat(typingctx: Any, isa: IsaType, x: Any) -> Any:
-    """One register of int32, `x` in every lane."""
-    vt = _vec(isa, "i32", 1)
-
-    def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
-        return _splat(builder, context.cast(builder, args[1], sig.args[1], types.int32), vt.lanes)
-    return vt(isa, x), codegen
-
-
-@_jit_only
-@intrinsic
 def rows(typingctx: Any, isa: IsaType) -> Any:
     """The rows R of `isa`'s row-blocked values."""
     def codegen(context: Any, builder: ir.IRBuilder, sig: Any, args: Any) -> ir.Value:
@@ -507,7 +496,6 @@ def _elementwise(op: str, elem: str, n_args: int = 2) -> Any:
 
 
 iadd = _elementwise("add", "i32")
-isub = _elementwise("sub", "i32")
 imul = _elementwise("mul", "i32")
 fadd = _elementwise("fadd", "f32")
 fmul = _elementwise("fmul", "f32")
@@ -995,7 +983,7 @@ def key_score(typingctx: Any, isa: IsaType, row: Any, keys: Any, j: Any) -> Any:
 __all__ = [
     "ISAS", "Isa", "bor", "broadcast4", "dot4", "dot4_wide", "fabs", "fadd", "fbigger",
     "fifth_bits", "fma", "fmax", "fmul", "fsplat", "fsplat_rows", "fsub", "fzero", "half_rounded",
-    "high_nibbles", "iadd", "imul", "isplat", "isplat_rows", "isub", "izero", "key_score",
+    "high_nibbles", "iadd", "imul", "isplat_rows", "izero", "key_score",
     "key_scores", "lanes", "lanes_isum", "lanes_max", "load_bytes", "load_floats", "load_halves",
     "load_rows", "load_widened", "low_nibbles", "one_chain", "padd", "pzero", "rows", "store_bytes",
     "store_floats", "store_rows", "to_floats", "to_ints", "dot4_part", "dot4_part_wide", "widen",

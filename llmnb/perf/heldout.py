@@ -201,10 +201,15 @@ def is_valid(row: Prompt | Mapping[str, Any], text: str) -> bool:
     return got == expected(row)
 
 
-def spread(prompts: list[Prompt], kind: str, n: int) -> list[Prompt]:
-    """`n` prompts of one kind, evenly spaced through the file (all families); all of them
-    when `n` <= 0 or the file has no more."""
-    of_kind = [p for p in prompts if p.kind == kind]
+def spread(prompts: list[Prompt], kind: str, n: int,
+           checked_by: str | None = None) -> list[Prompt]:
+    """`n` prompts of one kind, evenly spaced through the file (all families, or only those
+    whose validity is `checked_by`: "answers" or "rule"); all of them when `n` <= 0 or the file
+    has no more."""
+    if checked_by is not None and checked_by not in CHECKS:
+        raise UsageError(f"checked_by: expected one of {', '.join(CHECKS)}, got {checked_by!r}")
+    of_kind = [p for p in prompts
+               if p.kind == kind and checked_by in (None, p.checked_by)]
     if n <= 0 or n >= len(of_kind):
         return of_kind
     return [of_kind[i * len(of_kind) // n] for i in range(n)]

@@ -130,9 +130,10 @@ SMALLEST: Final = 16 << 10          # inside any L1d (32-48 KiB on today's cores
 PER_OCTAVE: Final = 2               # sizes per doubling: 16, 23, 32, 45, 64 KiB ...
 SAMPLE_BYTES: Final = 128 << 20     # bytes read per timed sample at least: a small set is
                                     # read many passes over, so a sample lasts about a ms
-TOLERANCE: Final = 0.10             # the plateau: within 10% of the largest sizes' median.
-# The run-to-run spread of a DRAM read on a busy machine is a few per cent; each step of the
-# cache hierarchy is a factor (L3 over DRAM 1.5x or more), so 10% tells noise from a step.
+TOLERANCE: Final = 0.25             # the plateau: within 25% of the largest sizes' median.
+# On a shared machine the DRAM figure drifts by 10-20% over one probe (a neighbour's burst
+# slows a few rounds); each step of the cache hierarchy is a factor (an L3 reads 1.5x to 3x
+# faster than DRAM for one core), so 25% tells drift from a step.
 TAIL: Final = 3                     # the largest sizes whose median the plateau is judged by
 
 

@@ -26,7 +26,7 @@ from llmnb.diffusion.engine import diffuse
 from llmnb.errors import UsageError
 from llmnb.model.model import Model
 from llmnb.perf.threads import threads as use_threads
-from llmnb.perf.timing import median_times
+from llmnb.perf.timing import MIN_RUNS, Timing, median_times, timed_rounds
 
 AR, DIFFUSION = "ar_decode", "diffusion_step"
 
@@ -66,15 +66,12 @@ def _sizes(where: str, **sizes: SupportsIndex) -> tuple[int, ...]:
     return tuple(got.values())
 
 
-def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
-                   decode_tokens: SupportsIndex = 16,
-                   repeats: SupportsIndex = 3) -> tuple[float, float]:
-    """Median seconds of a `prompt_tokens` prefill and of the `decode_tokens` greedy steps
-    after it, each round on a fresh ``Generator`` (built untimed); one untimed round first.
-    ``llmnb bench ar`` and the thread sweep both measure this. Runs at the caller's thread
-    setting."""
-    p, d, r = _sizes("decode_timings", prompt=prompt_tokens, decode=decode_tokens,
-                     repeats=repeats)
+def _decode_rounds(model: Model, prompt_tokens: SupportsIndex, decode_tokens: SupportsIndex,
+                   repeats: SupportsIndex, where: str) -> tuple[list[float], list[float]]:
+    """Every round's seconds of a `prompt_tokens` prefill and of the `decode_tokens` greedy
+    steps after it, each round on a fresh ``Generator`` (built untimed); one untimed round
+    first. Runs at the caller's thread setting."""
+    p, d, r = _sizes(where, prompt=prompt_tokens, decode=decode_tokens, repeats=repeats)
     prompt = _prompt(model, p)
     generator: list[Generator] = []
 
@@ -89,8 +86,35 @@ def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
         for _ in range(d):
             g.feed(g.next_token())
 
-    prefill_s, decode_s = median_times([prefill, decode], r, before=fresh)
+    prefill_s, decode_s = timed_rounds([prefill, decode], r, before=fresh)
     return prefill_s, decode_s
+
+
+def decode_timings(model: Model, prompt_tokens: SupportsIndex = 32,
+                   decode_tokens: SupportsIndex = 16,
+                   repeats: SupportsIndex = 3) -> tuple[float, float]:
+    """Median seconds of a `prompt_tokens` prefill and of the `decode_tokens` greedy steps
+    after it, each round on a fresh ``Generator`` (built untimed); one untimed round first.
+    ``llmnb bench ar`` and the thread sweep both measure this. Runs at the caller's thread
+    setting."""
+    prefill_s, decode_s = _decode_rounds(model, prompt_tokens, decode_tokens, repeats,
+                                         "decode_timings")
+    return statistics.median(prefill_s), statistics.median(decode_s)
+
+
+def decode_timing(model: Model, prompt_tokens: SupportsIndex = 32,
+                  decode_tokens: SupportsIndex = 16, repeats: int = MIN_RUNS) -> Timing:
+    """Seconds per decoded token, every round kept (``decode_timings``' rounds, each round's
+    decode divided by `decode_tokens`): what a verdict reads, at least ``MIN_RUNS`` rounds."""
+    _enough("decode_timing", repeats)
+    decode_s = _decode_rounds(model, prompt_tokens, decode_tokens, repeats, "decode_timing")[1]
+    return Timing(tuple(s / operator.index(decode_tokens) for s in decode_s))
+
+
+def _enough(who: str, repeats: int) -> None:
+    if repeats < MIN_RUNS:
+        raise UsageError(f"{who}: repeats={repeats}; expected at least {MIN_RUNS} (a verdict "
+                         f"reads the median and quartiles of {MIN_RUNS} or more runs)")
 
 
 def decode_seconds(model: Model, prompt_tokens: SupportsIndex = 32,
@@ -108,8 +132,17 @@ def diffusion_step_timings(model: Model, gen_length: SupportsIndex = 64,
     masked rows) through ``llmnb.diffuse``, as its stats time the forward, then the median
     wall seconds of each function `beside`, timed in the same rounds, alternating with the
     step (one untimed round first)."""
-    b, p, r = _sizes("diffusion_step_timings", B=gen_length, prompt=prompt_tokens,
-                     repeats=repeats)
+    forward_s, others = _step_rounds(model, gen_length, prompt_tokens, repeats, beside,
+                                     "diffusion_step_timings")
+    return [statistics.median(forward_s), *others]
+
+
+def _step_rounds(model: Model, gen_length: SupportsIndex, prompt_tokens: SupportsIndex,
+                 repeats: SupportsIndex, beside: Sequence[Callable[[], object]],
+                 where: str) -> tuple[list[float], list[float]]:
+    """Every timed round's forward seconds of one uncached step (the warm-up's dropped), and
+    the median wall seconds of each function `beside`."""
+    b, p, r = _sizes(where, B=gen_length, prompt=prompt_tokens, repeats=repeats)
     prompt = _prompt(model, p)
     forward_s: list[float] = []
 
@@ -118,7 +151,16 @@ def diffusion_step_timings(model: Model, gen_length: SupportsIndex = 64,
         forward_s.append(res.stats.forward_s[0])
 
     others = median_times([step, *beside], r, warmup=1)[1:]
-    return [statistics.median(forward_s[1:]), *others]             # the warm-up step dropped
+    return forward_s[1:], others                                    # the warm-up step dropped
+
+
+def step_timing(model: Model, gen_length: SupportsIndex = 64, prompt_tokens: SupportsIndex = 32,
+                repeats: int = MIN_RUNS) -> Timing:
+    """Seconds of one uncached denoising step, every round kept (``diffusion_step_timings``'
+    rounds): what a verdict reads, at least ``MIN_RUNS`` rounds."""
+    _enough("step_timing", repeats)
+    return Timing(tuple(_step_rounds(model, gen_length, prompt_tokens, repeats, (),
+                                     "step_timing")[0]))
 
 
 def diffusion_step_seconds(model: Model, gen_length: SupportsIndex = 64,

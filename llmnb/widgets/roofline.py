@@ -4,7 +4,9 @@
 ``llmnb.perf.machine``), the predicted position of each workload (its arithmetic intensity
 and the roof above it) and measured runs (their intensity and the FLOP/s they reached).
 ``roofline_explorer`` wraps it in sliders: B (tokens per forward), bytes per weight and
-threads; every change redraws the picture. The notebook calls ``plot_roofline`` directly,
+threads; every change redraws the picture. ``plot_read_curve`` draws where the memory roof
+comes from: read bandwidth against working-set size, the cache sizes the OS reports, and
+the plateau the roof is read from. The notebook calls ``plot_roofline`` directly,
 so what runs under nbval is the code the sliders run.
 """
 from __future__ import annotations
@@ -42,6 +44,59 @@ def _color(name: str) -> str:
     if "diffusion" in name:
         return COLORS["diffusion"]
     return COLORS["other"]
+
+
+def plot_read_curve(facts: MachineFacts, threads: Sequence[int] | None = None,
+                    ax: Axes | None = None, title: str | None = None) -> Figure:
+    """Read bandwidth (GB/s) against working-set size at each of `threads` (default: all
+    measured), each point's quartiles as an error bar; the cache sizes the OS reports as
+    dotted verticals; each curve's plateau (the memory roof) as a dashed line from where it
+    starts, and its cache edge as an open circle."""
+    if ax is None:
+        fig = Figure(figsize=(8, 4.2), layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.get_figure()                                     # type: ignore[assignment]
+    counts = list(threads) if threads is not None else sorted(facts.curve)
+    for i, n in enumerate(counts):
+        pts = facts.curve[n]
+        color = f"C{i}"
+        xs = [p.nbytes for p in pts]
+        ys = [p.gbs for p in pts]
+        err = [[p.gbs - p.low for p in pts], [p.high - p.gbs for p in pts]]
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", ms=3, lw=1.2, capsize=2, color=color,
+                    label=f"{n} thread{'s' if n > 1 else ''}")
+        top = facts.plateau(n)
+        ax.hlines(top.gbs, top.start, xs[-1], colors=color, linestyles="--", lw=2)
+        ax.annotate(f"plateau {top.gbs:.1f} GB/s", (top.start, top.gbs),
+                    textcoords="offset points", xytext=(0, -14 - 12 * i), fontsize=8, color=color)
+        if top.edge is not None:
+            edge = next(p for p in pts if p.nbytes == top.edge)
+            ax.plot([edge.nbytes], [edge.gbs], "o", ms=10, mfc="none", color=color)
+    for name, size in sorted(facts.caches.items(), key=lambda kv: kv[1]):
+        if name.endswith("i"):
+            continue                                               # instruction caches
+        ax.axvline(size, color="0.5", ls=":", lw=1)
+        ax.annotate(f"{name} {_size(size)} (reported)", (size, 1),
+                    xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", fontsize=8, color="0.35", rotation=90, va="top")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("working set (bytes, log scale)")
+    ax.set_ylabel("read bandwidth (GB/s)")
+    sizes = [p.nbytes for n in counts for p in facts.curve[n]]
+    ticks = [1 << e for e in range(10, 41, 2) if min(sizes) / 2 <= 1 << e <= 2 * max(sizes)]
+    ax.set_xticks(ticks, [_size(t) for t in ticks])
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(title or "read bandwidth against working-set size (median, IQR)")
+    return fig
+
+
+def _size(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes / (1 << shift):.4g} {unit}"
+    return f"{nbytes} B"
 
 
 def plot_roofline(roof: Roof, workloads: Sequence[Workload] = (),
