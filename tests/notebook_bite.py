@@ -263,6 +263,27 @@ def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, 
     return act
 
 
+def _scatter_reversed_on_partial(f: Callable[..., Any], self: Any, layer: int, k: Any,
+                                 v: Any) -> Any:
+    """A partial step's fresh K/V written to its active positions in reverse order (a full
+    forward, whose active set is every position, is left right)."""
+    if len(self.active) == self.n_positions:
+        return f(self, layer, k, v)
+    self.k[layer][:, self.active[::-1]] = k
+    self.v[layer][:, self.active[::-1]] = v
+    return self.k[layer], self.v[layer]
+
+
+def _positions_from_zero(f: Callable[..., Any], self: Any, ids: Any, *rest: Any,
+                         **kw: Any) -> Any:
+    """A pass over explicit positions rotated as if they started at 0: a diffusion step's
+    active subset gets RoPE angles by its index in the subset (a full canvas is unchanged)."""
+    positions = kw.get("positions")
+    if positions is not None and len(positions):
+        kw["positions"] = positions - positions.min()
+    return f(self, ids, *rest, **kw)
+
+
 # ---- the table ----------------------------------------------------------------------------
 
 BITES: list[Bite] = [
@@ -356,6 +377,12 @@ BITES: list[Bite] = [
     Bite("15_interstep_cache", "grid = np.zeros((n_steps, P + B))",
          "llmnb.diffusion.cache:InterStepCache.recompute", instead(_forget_committed),
          "one just-committed position not recomputed"),
+    Bite("15_interstep_cache", "def step_by_hand(ids, positions, K, V):",
+         "llmnb.diffusion.cache:InterStepCache.update", instead(_scatter_reversed_on_partial),
+         "a partial step scatters its fresh K/V to the wrong positions"),
+    Bite("15_interstep_cache", "def step_by_hand(ids, positions, K, V):",
+         "llmnb.model.transformer:Transformer.hidden", instead(_positions_from_zero),
+         "a partial step's RoPE angles counted from 0 in the subset"),
     Bite("16_fast_sampling", "first = np.flatnonzero(r.history[0] != MASK)",
          "llmnb.diffusion.schedulers:entropy_bound_pick", then(_without_last),
          "admits one position too few"),
