@@ -241,6 +241,19 @@ def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
     self.shift = False                                  # Dream's position i reads row i, not i - 1
 
 
+def _paired_swapped(f: Callable[..., Any], reference: Any, other: Any, *a: Any, **k: Any) -> Any:
+    return f(other, reference, *a, **k)                # the two methods' roles exchanged
+
+
+def _interval_unpaired(f: Callable[..., Any], a: int, b: int, c: int, d: int) -> Any:
+    """Newcombe's interval with phi = 0: the two methods' outcomes taken as independent."""
+    from llmnb.perf.intervals import proportion
+    n = a + b + c + d
+    (l1, u1), (l2, u2) = proportion(a + b, n), proportion(a + c, n)
+    p1, p2, est = (a + b) / n, (a + c) / n, (b - c) / n
+    return est - float(np.hypot(p1 - l1, u2 - p2)), est + float(np.hypot(p2 - l2, u1 - p1))
+
+
 def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
                       *rest: Any) -> Any:
     act = f(self, step, tokens, masked, *rest)
@@ -332,6 +345,9 @@ BITES: list[Bite] = [
     Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
          instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",
          first="from llmnb.quant.gguf_file import quantize_file, describe_plan"),
+    Bite("solutions/07_perplexity_solutions", "pkg = llmnb.perplexity(smol, head, ctx=ctx",
+         "llmnb.ar.perplexity:perplexity", with_args(rule="full"),
+         'scores every position under rule="half"'),
     Bite("02_quantization", 'pkg = dequantize(block, "Q4_0", (32,))',
          "llmnb.quant.formats:dequantize", scaled(1.001), "values 0.1% too large"),
     Bite("05_generation", "per_token = KVCache.bytes_for(c, 1)",
@@ -350,6 +366,12 @@ BITES: list[Bite] = [
     Bite("12_masked_diffusion", "counts = {name: transfer_counts(name",
          "llmnb.diffusion.transfer_schedule:transfer_counts", then(_reversed),
          "the schedule runs backwards"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:paired",
+         instead(_paired_swapped), "reference and other method swapped"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:mcnemar_exact",
+         scaled(0.5), "a one-sided sign test"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:newcombe_paired",
+         instead(_interval_unpaired), "the interval ignores the pairing"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
          "commits the least probable first"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.engine:StepForward.__init__",
@@ -396,6 +418,7 @@ SKIP: dict[str, tuple[str, ...]] = {
     "06_sampling": ("fig, axes = plt.subplots(len(settings)", "next_token_explorer(smol"),
     "07_perplexity": ("ax.plot(pos, mean", "ax.errorbar(size / 1e6"),
     "11_initial_key_cache": ("ax.imshow(kept[:, layer]",),
+    "12_masked_diffusion": ("viewer = canvas_viewer(",),
     "17_regime_inversion": ("facts = machine.probe(",),
 }
 
