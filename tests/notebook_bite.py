@@ -231,6 +231,13 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _target_towards_uniform(f: Callable[..., Any], logits: Any, *rest: Any) -> Any:
+    """The target's rows mixed 10% with a uniform distribution: a bias of a few points of TV."""
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p = 0.9 * p / p.sum(axis=-1, keepdims=True) + 0.1 / p.shape[-1]
+    return f(np.log(p).astype(np.float32), *rest)
+
+
 def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
     import dataclasses
     return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
@@ -282,6 +289,10 @@ def _positions_from_zero(f: Callable[..., Any], self: Any, ids: Any, *rest: Any,
     if positions is not None and len(positions):
         kw["positions"] = positions - positions.min()
     return f(self, ids, *rest, **kw)
+
+
+def _best_is_reference(f: Callable[..., Any], rows: Any, kind: str) -> Any:
+    return next(r for r in rows if r["kind"] == kind and r["method"] == "16 steps, cosine")
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -341,6 +352,9 @@ BITES: list[Bite] = [
     Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
          instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",
          first="from llmnb.quant.gguf_file import quantize_file, describe_plan"),
+    Bite("solutions/07_perplexity_solutions", "pkg = llmnb.perplexity(smol, head, ctx=ctx",
+         "llmnb.ar.perplexity:perplexity", with_args(rule="full"),
+         'scores every position under rule="half"'),
     Bite("02_quantization", 'pkg = dequantize(block, "Q4_0", (32,))',
          "llmnb.quant.formats:dequantize", scaled(1.001), "values 0.1% too large"),
     Bite("05_generation", "per_token = KVCache.bytes_for(c, 1)",
@@ -354,6 +368,9 @@ BITES: list[Bite] = [
          "llmnb.kernels.layout:pack", then(_scales_float64), "stores its scales as float64"),
     Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
          then(_without_last), "drafts one token too few"),
+    Bite("10_superspec", "p2 = np.array([np.roll([0.4, 0.2, 0.1, 0.1, 0.1, 0.1], x)",
+         "llmnb.ar.speculative_accept:accept_sampled", instead(_target_towards_uniform),
+         "samples a target mixed 10% with uniform"),
     Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',
          "llmnb.diffusion.remasking:order", then(_reversed), "commits the least confident first"),
     Bite("12_masked_diffusion", "counts = {name: transfer_counts(name",
@@ -386,6 +403,9 @@ BITES: list[Bite] = [
     Bite("16_fast_sampling", "first = np.flatnonzero(r.history[0] != MASK)",
          "llmnb.diffusion.schedulers:entropy_bound_pick", then(_without_last),
          "admits one position too few"),
+    Bite("16_fast_sampling", 'top, ref, one = best(rows, KIND), by[REFERENCE], by["one step"]',
+         "llmnb.perf.bench_ladder:best", instead(_best_is_reference),
+         "picks the reference, which takes no fewer forwards"),
     Bite("17_regime_inversion", "plans[fmt] = plan_types(infos, fmt)",
          "llmnb.quant.gguf_file:quantize_file", instead(_quantize_as_q8),
          "writes Q8_0 whatever type is asked"),
