@@ -231,6 +231,13 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _target_towards_uniform(f: Callable[..., Any], logits: Any, *rest: Any) -> Any:
+    """The target's rows mixed 10% with a uniform distribution: a bias of a few points of TV."""
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p = 0.9 * p / p.sum(axis=-1, keepdims=True) + 0.1 / p.shape[-1]
+    return f(np.log(p).astype(np.float32), *rest)
+
+
 def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
     import dataclasses
     return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
@@ -261,6 +268,12 @@ def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, 
     if len(fresh):
         act[fresh[0]] = False                           # one of them left stale
     return act
+
+
+def _roof_raised(p: Any, *a: Any, **k: Any) -> Any:
+    """The plateau found, its roof 20% higher than the median of its points."""
+    import dataclasses
+    return dataclasses.replace(p, gbs=1.2 * p.gbs)
 
 
 def _scatter_reversed_on_partial(f: Callable[..., Any], self: Any, layer: int, k: Any,
@@ -355,12 +368,17 @@ BITES: list[Bite] = [
     Bite("08_roofline", "decode = rl.ar_decode(c, 4.0, context=40)",
          "llmnb.perf.roofline:ar_decode",
          with_args(context=80), "counts the attention of another context length"),
+    Bite("08_roofline", "def plateau_by_hand(curve, tol=TOLERANCE):", "llmnb.perf.peaks:plateau",
+         then(_roof_raised), "a memory roof 20% above the plateau's median"),
     Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
          scaled(1.001), "values 0.1% too large"),
     Bite("solutions/09_quantized_matvec_solutions", "n_out, n_in = 576, 1536",
          "llmnb.kernels.layout:pack", then(_scales_float64), "stores its scales as float64"),
     Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
          then(_without_last), "drafts one token too few"),
+    Bite("10_superspec", "p2 = np.array([np.roll([0.4, 0.2, 0.1, 0.1, 0.1, 0.1], x)",
+         "llmnb.ar.speculative_accept:accept_sampled", instead(_target_towards_uniform),
+         "samples a target mixed 10% with uniform"),
     Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',
          "llmnb.diffusion.remasking:order", then(_reversed), "commits the least confident first"),
     Bite("12_masked_diffusion", "counts = {name: transfer_counts(name",

@@ -795,8 +795,9 @@ def verify_tree() -> Figure:
             ok = col in ("p", "r") or (branch_of.get(col) == branch_of.get(r)
                                         and rows.index(col) <= i)
             ax.add_patch(Rectangle((mx + j * m, my + (len(rows) - 1 - i) * m), m, m,
-                                   fc="#fb6a4a" if ok else "white", ec="#cccccc", lw=0.5))
-    label(ax, mx + len(cols) * m / 2, my - 0.7, "row = query, column = key it may see",
+                                   fc="#525252" if ok else "white", ec="#cccccc", lw=0.5))
+    # dark, not red: red already means "rejected" in the drafts on the left
+    label(ax, mx + len(cols) * m / 2, my - 0.7, "row = query; dark: a key it may see",
           size=6.5, color=MUTED)
     return fig
 
