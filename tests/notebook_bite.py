@@ -270,6 +270,12 @@ def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, 
     return act
 
 
+def _roof_raised(p: Any, *a: Any, **k: Any) -> Any:
+    """The plateau found, its roof 20% higher than the median of its points."""
+    import dataclasses
+    return dataclasses.replace(p, gbs=1.2 * p.gbs)
+
+
 def _scatter_reversed_on_partial(f: Callable[..., Any], self: Any, layer: int, k: Any,
                                  v: Any) -> Any:
     """A partial step's fresh K/V written to its active positions in reverse order (a full
@@ -362,6 +368,8 @@ BITES: list[Bite] = [
     Bite("08_roofline", "decode = rl.ar_decode(c, 4.0, context=40)",
          "llmnb.perf.roofline:ar_decode",
          with_args(context=80), "counts the attention of another context length"),
+    Bite("08_roofline", "def plateau_by_hand(curve, tol=TOLERANCE):", "llmnb.perf.peaks:plateau",
+         then(_roof_raised), "a memory roof 20% above the plateau's median"),
     Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
          scaled(1.001), "values 0.1% too large"),
     Bite("solutions/09_quantized_matvec_solutions", "n_out, n_in = 576, 1536",
