@@ -209,6 +209,16 @@ def _quantize_as_q8(f: Callable[..., Any], src: Any, out: Any, ftype: str, *rest
     return f(src, out, "Q8_0", *rest)                  # the type asked for ignored
 
 
+def _speed_by_medians(f: Callable[..., Any], before: Any, after: Any) -> str:
+    r = before.median / after.median
+    return "faster" if r > 1 else "slower" if r < 1 else "the same"
+
+
+def _against_by_median(f: Callable[..., Any], measured: Any, expected: float, what: str) -> str:
+    return ("more than expected" if measured.median > expected else
+            "less than expected" if measured.median < expected else "as expected")
+
+
 def _bytes_keys_only(f: Callable[..., Any], *a: Any, **k: Any) -> int:
     return int(f(*a, **k)) // 2                        # values forgotten
 
@@ -231,9 +241,34 @@ def _reversed(result: Any, *a: Any, **k: Any) -> Any:
     return result[::-1]                                 # the order turned around
 
 
+def _target_towards_uniform(f: Callable[..., Any], logits: Any, *rest: Any) -> Any:
+    """The target's rows mixed 10% with a uniform distribution: a bias of a few points of TV."""
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p = 0.9 * p / p.sum(axis=-1, keepdims=True) + 0.1 / p.shape[-1]
+    return f(np.log(p).astype(np.float32), *rest)
+
+
+def _scales_float64(result: Any, *a: Any, **k: Any) -> Any:
+    import dataclasses
+    return dataclasses.replace(result, d=result.d.astype(np.float64))   # 8 bytes per scale
+
+
 def _read_own_row(f: Callable[..., Any], self: Any, *a: Any, **k: Any) -> None:
     f(self, *a, **k)
     self.shift = False                                  # Dream's position i reads row i, not i - 1
+
+
+def _paired_swapped(f: Callable[..., Any], reference: Any, other: Any, *a: Any, **k: Any) -> Any:
+    return f(other, reference, *a, **k)                # the two methods' roles exchanged
+
+
+def _interval_unpaired(f: Callable[..., Any], a: int, b: int, c: int, d: int) -> Any:
+    """Newcombe's interval with phi = 0: the two methods' outcomes taken as independent."""
+    from llmnb.perf.intervals import proportion
+    n = a + b + c + d
+    (l1, u1), (l2, u2) = proportion(a + b, n), proportion(a + c, n)
+    p1, p2, est = (a + b) / n, (a + c) / n, (b - c) / n
+    return est - float(np.hypot(p1 - l1, u2 - p2)), est + float(np.hypot(p2 - l2, u1 - p1))
 
 
 def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, masked: Any,
@@ -243,6 +278,37 @@ def _forget_committed(f: Callable[..., Any], self: Any, step: int, tokens: Any, 
     if len(fresh):
         act[fresh[0]] = False                           # one of them left stale
     return act
+
+
+def _roof_raised(p: Any, *a: Any, **k: Any) -> Any:
+    """The plateau found, its roof 20% higher than the median of its points."""
+    import dataclasses
+    return dataclasses.replace(p, gbs=1.2 * p.gbs)
+
+
+def _scatter_reversed_on_partial(f: Callable[..., Any], self: Any, layer: int, k: Any,
+                                 v: Any) -> Any:
+    """A partial step's fresh K/V written to its active positions in reverse order (a full
+    forward, whose active set is every position, is left right)."""
+    if len(self.active) == self.n_positions:
+        return f(self, layer, k, v)
+    self.k[layer][:, self.active[::-1]] = k
+    self.v[layer][:, self.active[::-1]] = v
+    return self.k[layer], self.v[layer]
+
+
+def _positions_from_zero(f: Callable[..., Any], self: Any, ids: Any, *rest: Any,
+                         **kw: Any) -> Any:
+    """A pass over explicit positions rotated as if they started at 0: a diffusion step's
+    active subset gets RoPE angles by its index in the subset (a full canvas is unchanged)."""
+    positions = kw.get("positions")
+    if positions is not None and len(positions):
+        kw["positions"] = positions - positions.min()
+    return f(self, ids, *rest, **kw)
+
+
+def _best_is_reference(f: Callable[..., Any], rows: Any, kind: str) -> Any:
+    return next(r for r in rows if r["kind"] == kind and r["method"] == "16 steps, cosine")
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -302,22 +368,42 @@ BITES: list[Bite] = [
     Bite("07_perplexity", "verdict = {}", "llmnb.quant.gguf_file:quantize_file",
          instead(_quantize_as_q8), "writes Q8_0 whatever type is asked",
          first="from llmnb.quant.gguf_file import quantize_file, describe_plan"),
+    Bite("solutions/07_perplexity_solutions", "pkg = llmnb.perplexity(smol, head, ctx=ctx",
+         "llmnb.ar.perplexity:perplexity", with_args(rule="full"),
+         'scores every position under rule="half"'),
     Bite("02_quantization", 'pkg = dequantize(block, "Q4_0", (32,))',
          "llmnb.quant.formats:dequantize", scaled(1.001), "values 0.1% too large"),
+    Bite("02_quantization", "before = runs(10.0, 10.3", "llmnb.perf.timing:speed_verdict",
+         instead(_speed_by_medians), "calls any ratio of the medians above 1 faster"),
+    Bite("02_quantization", "before = runs(10.0, 10.3", "llmnb.perf.timing:against",
+         instead(_against_by_median), "sets the median alone against the prediction"),
     Bite("05_generation", "per_token = KVCache.bytes_for(c, 1)",
          "llmnb.ar.kv_cache:KVCache.bytes_for", instead(_bytes_keys_only), "counts the keys only"),
     Bite("08_roofline", "decode = rl.ar_decode(c, 4.0, context=40)",
          "llmnb.perf.roofline:ar_decode",
          with_args(context=80), "counts the attention of another context length"),
+    Bite("08_roofline", "def plateau_by_hand(curve, tol=TOLERANCE):", "llmnb.perf.peaks:plateau",
+         then(_roof_raised), "a memory roof 20% above the plateau's median"),
     Bite("09_quantized_matvec", "by_hand = d * (float(np.dot(q", "llmnb.quant.formats:dequantize",
          scaled(1.001), "values 0.1% too large"),
+    Bite("solutions/09_quantized_matvec_solutions", "n_out, n_in = 576, 1536",
+         "llmnb.kernels.layout:pack", then(_scales_float64), "stores its scales as float64"),
     Bite("10_superspec", "def lookup_by_hand(ctx, k, max_ngram=3):", "llmnb.ar.lookup:lookup",
          then(_without_last), "drafts one token too few"),
+    Bite("10_superspec", "p2 = np.array([np.roll([0.4, 0.2, 0.1, 0.1, 0.1, 0.1], x)",
+         "llmnb.ar.speculative_accept:accept_sampled", instead(_target_towards_uniform),
+         "samples a target mixed 10% with uniform"),
     Bite("12_masked_diffusion", 'n_commit = transfer_count("cosine", 0, STEPS, len(pos))',
          "llmnb.diffusion.remasking:order", then(_reversed), "commits the least confident first"),
     Bite("12_masked_diffusion", "counts = {name: transfer_counts(name",
          "llmnb.diffusion.transfer_schedule:transfer_counts", then(_reversed),
          "the schedule runs backwards"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:paired",
+         instead(_paired_swapped), "reference and other method swapped"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:mcnemar_exact",
+         scaled(0.5), "a one-sided sign test"),
+    Bite("12_masked_diffusion", "pkg = paired(ref, other)", "llmnb.perf.intervals:newcombe_paired",
+         instead(_interval_unpaired), "the interval ignores the pairing"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.remasking:order", then(_reversed),
          "commits the least probable first"),
     Bite("13_dream", "shifted = tok.decode(", "llmnb.diffusion.engine:StepForward.__init__",
@@ -330,9 +416,18 @@ BITES: list[Bite] = [
     Bite("15_interstep_cache", "grid = np.zeros((n_steps, P + B))",
          "llmnb.diffusion.cache:InterStepCache.recompute", instead(_forget_committed),
          "one just-committed position not recomputed"),
+    Bite("15_interstep_cache", "def step_by_hand(ids, positions, K, V):",
+         "llmnb.diffusion.cache:InterStepCache.update", instead(_scatter_reversed_on_partial),
+         "a partial step scatters its fresh K/V to the wrong positions"),
+    Bite("15_interstep_cache", "def step_by_hand(ids, positions, K, V):",
+         "llmnb.model.transformer:Transformer.hidden", instead(_positions_from_zero),
+         "a partial step's RoPE angles counted from 0 in the subset"),
     Bite("16_fast_sampling", "first = np.flatnonzero(r.history[0] != MASK)",
          "llmnb.diffusion.schedulers:entropy_bound_pick", then(_without_last),
          "admits one position too few"),
+    Bite("16_fast_sampling", 'top, ref, one = best(rows, KIND), by[REFERENCE], by["one step"]',
+         "llmnb.perf.bench_ladder:best", instead(_best_is_reference),
+         "picks the reference, which takes no fewer forwards"),
     Bite("17_regime_inversion", "plans[fmt] = plan_types(infos, fmt)",
          "llmnb.quant.gguf_file:quantize_file", instead(_quantize_as_q8),
          "writes Q8_0 whatever type is asked"),
@@ -355,6 +450,7 @@ SKIP: dict[str, tuple[str, ...]] = {
     "06_sampling": ("fig, axes = plt.subplots(len(settings)", "next_token_explorer(smol"),
     "07_perplexity": ("ax.plot(pos, mean", "ax.errorbar(size / 1e6"),
     "11_initial_key_cache": ("ax.imshow(kept[:, layer]",),
+    "12_masked_diffusion": ("viewer = canvas_viewer(",),
     "17_regime_inversion": ("facts = machine.probe(",),
 }
 

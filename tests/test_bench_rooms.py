@@ -108,24 +108,28 @@ def test_median_times_alternates_the_functions_and_times_neither_warmups_nor_bef
     assert clock.reads == 8                                       # warm-up and `before` untimed
 
 
-def test_spec_time_prompt_times_through_median_times(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spec_time_prompt_times_alternating_rounds_and_gives_the_ratios_range(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from llmnb.ar.drafters import make_drafter
     from llmnb.perf import bench_spec
 
     calls: list[tuple[int, int]] = []
 
-    def median_times(fns: list[Any], repeats: int, warmup: int = 1) -> list[float]:
+    def timed_rounds(fns: list[Any], repeats: int, warmup: int = 1) -> list[list[float]]:
         calls.append((len(fns), warmup))
         for _ in range(repeats):
             for fn in fns:
                 fn()
-        return [0.6, 0.2]                                 # plain, speculative
+        return [[0.5, 0.55, 0.6, 0.7, 0.65], [0.2, 0.25, 0.2, 0.15, 0.18]]  # plain, speculative
 
-    monkeypatch.setattr(bench_spec, "median_times", median_times)
+    monkeypatch.setattr(bench_spec, "timed_rounds", timed_rounds)
     m = llmnb.load(str(ROOT / "data" / "models" / "tiny-ar.gguf"))
-    row = bench_spec.time_prompt(m, "def add(a, b):", [make_drafter("lookup", m)], 8, repeats=2)
+    row = bench_spec.time_prompt(m, "def add(a, b):", [make_drafter("lookup", m)], 8, repeats=5)
     assert calls == [(2, 0)]                  # plain and speculative alternate, warmed up before
-    assert row["speedup_geomean"] == pytest.approx(3.0)
+    assert row["speedup_geomean"] == pytest.approx(3.0)                    # 0.6 / 0.2
+    assert row["speedup_low"] == pytest.approx(0.55 / 0.2)                 # plain Q1 / spec Q3
+    assert row["speedup_high"] == pytest.approx(0.65 / 0.18)               # plain Q3 / spec Q1
+    assert row["plain_timing"].seconds == (0.5, 0.55, 0.6, 0.7, 0.65)
     n = len(row["reference"].tokens)
     assert row["plain_tok_s"] == pytest.approx(n / 0.6)
     assert row["spec_tok_s"] == pytest.approx(n / 0.2)

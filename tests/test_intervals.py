@@ -7,6 +7,7 @@ import pytest
 
 from llmnb.errors import UsageError
 from llmnb.perf.intervals import (
+    p_text,
     MARGIN,
     mcnemar_exact,
     mean,
@@ -140,3 +141,8 @@ def test_paired_refuses_outcomes_of_different_prompts() -> None:
         paired([True, False, True], [True, True])
     with pytest.raises(UsageError, match="margin=1.5"):
         paired([True], [True], margin=1.5)
+
+
+def test_a_small_p_value_is_printed_as_small_not_as_zero() -> None:
+    assert [p_text(p) for p in (0.5, 0.0499, 0.0078, 4e-5)] == [
+        "p = 0.50", "p = 0.05", "p = 0.008", "p < 0.001"]

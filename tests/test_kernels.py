@@ -305,17 +305,33 @@ def test_cli_weights_flag_runs_both_ways_and_refuses_an_unknown_value(tmp_path: 
     assert e.value.code == 2
 
 
+def test_bench_quant_counts_a_matrix_listed_twice_once() -> None:
+    # a step over the same matrix twice reads it from memory once: both sides of the kernel
+    # table count (and get) distinct matrices per layer
+    from llmnb.perf.bench_quant import distinct_bytes
+
+    a, b = np.zeros((4, 8), np.float32), np.zeros((2, 8), np.float32)
+    assert distinct_bytes([a, b] * 3) == a.nbytes + b.nbytes
+    assert distinct_bytes([a, a.copy()]) == 2 * a.nbytes
+
+
 def test_bench_quant_kernel_table_and_cost_curve_have_every_type() -> None:
     from llmnb.perf.bench_quant import KERNEL_TYPES as BENCH_TYPES
     from llmnb.perf.bench_quant import bench_kernels
+
+    from llmnb.perf.bench_quant import LAYER_SHAPES
 
     with llmnb.threads(1):                          # as `llmnb bench quant` runs it
         rows = bench_kernels(repeats=1, layers=1)
     table = [r for r in rows if "GB_s" in r]
     assert [r["type"] for r in table] == [type_name(t) for t in BENCH_TYPES]
+    f32_bytes = 4 * sum(o * i for o, i in LAYER_SHAPES)
     for r in table:
         assert r["file_bytes_per_weight"] <= r["bytes_per_weight"] <= 2.0      # what is read
         assert r["GB_s"] > 0 and r["vs_numpy_f32"] > 0
+        assert r["numpy_MB_read"] == f32_bytes / 1e6
+        if "integer_bytes_per_weight" in r:
+            assert r["file_bytes_per_weight"] <= r["integer_bytes_per_weight"] <= 2.0
     curve = [r for r in rows if "rows" in r]
     # the curve's unit is one timed 1-row product, so its first point is timing noise around 1:
     # a unit test checks its shape, `llmnb bench quant` its values

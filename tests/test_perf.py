@@ -514,9 +514,11 @@ def test_verify_costs_divide_each_batch_by_the_plain_step_of_its_own_path(
 
     from llmnb.perf.bench_spec import IN_A_ROW, verify_costs
 
-    # the clock is read twice around each row count's timed calls (IN_A_ROW - 1 of them, after
-    # one untimed): X@W's T = 1, 3, 9 take 2, 3, 6 ms a call; W@X.T's take 4, 4, 10 ms
-    durations = [(IN_A_ROW - 1) * d for d in (0.002, 0.003, 0.006, 0.004, 0.004, 0.010)]
+    # the clock is read twice around each timed call group (IN_A_ROW - 1 calls, after one
+    # untimed): per path a plain step, then a batch of 1, 3 and 9 rows. X@W's step and its
+    # batches of 3 and 9 take 2, 3, 6 ms a call (its one-row batch 5); W@X.T's 4, 4, 10 (9)
+    durations = [(IN_A_ROW - 1) * d for d in (0.002, 0.005, 0.003, 0.006,
+                                              0.004, 0.009, 0.004, 0.010)]
     ticks = iter([t for k, d in enumerate(durations) for t in (10.0 * k, 10.0 * k + d)])
     monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
     rows = verify_costs(str(ROOT / "data" / "models" / "tiny-ar.gguf"), rows=(1, 3, 9),

@@ -795,8 +795,9 @@ def verify_tree() -> Figure:
             ok = col in ("p", "r") or (branch_of.get(col) == branch_of.get(r)
                                         and rows.index(col) <= i)
             ax.add_patch(Rectangle((mx + j * m, my + (len(rows) - 1 - i) * m), m, m,
-                                   fc="#fb6a4a" if ok else "white", ec="#cccccc", lw=0.5))
-    label(ax, mx + len(cols) * m / 2, my - 0.7, "row = query, column = key it may see",
+                                   fc="#525252" if ok else "white", ec="#cccccc", lw=0.5))
+    # dark, not red: red already means "rejected" in the drafts on the left
+    label(ax, mx + len(cols) * m / 2, my - 0.7, "row = query; dark: a key it may see",
           size=6.5, color=MUTED)
     return fig
 
@@ -1002,6 +1003,9 @@ def eb_sampler_rule() -> Figure:
     spent = np.cumsum(h) - np.maximum.accumulate(h)
     fig, ax = plt.subplots(figsize=(8.6, 4.0))
     x = np.arange(len(h))
+    # the committed positions' entropies are near 0: a shaded band shows which they are
+    ax.axvspan(-0.5, admitted - 0.5, color="#c7e9c0", alpha=0.7, lw=0, zorder=0,
+               label=f"the {admitted} positions this step commits")
     ax.bar(x, h, color=["#31a354" if j < admitted else "#bdbdbd" for j in x], width=0.6,
            label="entropy of the position (nats)")
     ax.plot(x, spent, "o-", color="#e6550d",
@@ -1017,7 +1021,8 @@ def eb_sampler_rule() -> Figure:
     ax.set_xlabel("the masked positions, sorted by entropy (lowest first); labels: their entropy")
     ax.set_ylabel("nats")
     ax.set_title(f"EB-Sampler: commit the longest prefix whose entropies, less the largest, sum to "
-                 f"at most γ\n(green: the {admitted} positions this step commits)", fontsize=9.5)
+                 f"at most γ\n(shaded green: the {admitted} positions this step commits)",
+                 fontsize=9.5)
     ax.legend(fontsize=7.5, loc="upper left")
     fig.tight_layout()
     return fig

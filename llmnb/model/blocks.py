@@ -341,10 +341,14 @@ COL_BLOCK = 1024
 # steps at every T (SmolLM2-135M, 150 cached tokens):
 # ``python -m llmnb.perf.bench_spec --threads 1 --paths X@W W@X.T``.
 COPY_ROWS = 4
-# A quantized weight's batch copy (its dequantized (out, in) float32, ``llmnb.model.batch_copy``)
-# beats the float kernels' few-row products (``llmnb.kernels.matvec``) from this many rows on
-# (``python -m llmnb.perf.bench_spec --threads 1 --paths quantized-float
-# quantized-float+W@X.T``, SmolLM2-135M, 150 cached tokens).
+# A quantized weight's batch copy (its dequantized (out, in) float32, ``llmnb.model.batch_copy``,
+# held only when asked: ``generate_speculative(..., batch_copies=True)``) beats the float
+# kernels' few-row products (``llmnb.kernels.matvec``) from this many rows on (``python -m
+# llmnb.perf.bench_spec --threads 1 --paths quantized-float quantized-float+W@X.T``,
+# SmolLM2-135M, 150 cached tokens). Against the integer kernels (``--paths quantized
+# quantized+W@X.T``) a verify batch of 16 to 128 rows measured no clear difference either way
+# on the 2-core Xeon (2026-12-08, the two ways alternating in rounds, medians of 7 and 15: every
+# copy/integer ratio's quartile range straddled 1), so the threshold stays the float kernels'.
 COPY_ROWS_QUANTIZED = 32
 # From TILED_ROWS rows up to TILED_MAX, a float32 weight held in tiles (``llmnb.kernels.F32Tiles``,
 # the batch copies' default) multiplies through the tiled few-row kernel (``llmnb.kernels.floats``);

@@ -11,9 +11,11 @@ quantizer and gguf_s/ratio are None.
 layer shapes (fused QKV, O, fused gate/up, down) for all 30 layers, random blocks repacked
 (``llmnb.kernels.pack``), one vector through every matrix, against numpy's float32 GEMV
 over the same shapes (``x @ W.T`` with W.T stored (in, out), as the f32 path keeps it), in
-the same run, at the current thread setting. GB/s counts the bytes the kernel reads (the
-repacked quants and float32 scales); where the CPU has integer kernels, the same step through
-them (``llmnb.kernels.integer``: activations quantized to 8 bits, byte dot products).
+the same run, at the current thread setting. Every side gets distinct matrices for every
+layer, so each reads a whole step's bytes, as a decode step does. GB/s counts the bytes the
+kernel reads (the repacked quants and float32 scales); where the CPU has integer kernels, the
+same step through them (``llmnb.kernels.integer``: activations quantized to 8 bits, byte dot
+products).
 ``cost_curve`` is c(T) per format: a product of T rows over 4 layers' matrices in units of the
 one-row product, by the float kernels, the integer ones and the dequantize + sgemm way
 (``llmnb.kernels.product``); ``DENSE_ROWS`` comes from where the float kernels and sgemm cross.
@@ -127,15 +129,25 @@ def random_matrix(ggml_type: int, n_out: int, n_in: int,
     return raw.reshape(n_out, -1)
 
 
+def distinct_bytes(mats: list[Any]) -> int:
+    """Bytes of the distinct matrices in `mats` (one listed twice counts once): what a step
+    over them reads from beyond the caches, at most."""
+    return sum(int(m.nbytes) for m in {id(m): m for m in mats}.values())
+
+
 def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]:
     """Rows {type, bytes_per_weight, file_bytes_per_weight, MB read, kernel_ms, GB_s,
-    numpy_f32_ms, vs_numpy_f32} for one decode step's products, then the cost curve."""
+    numpy_f32_ms, numpy_MB_read, vs_numpy_f32} for one decode step's products, then the cost
+    curve."""
     from llmnb.kernels import pack
     from llmnb.kernels.product import quantized_matmul
 
     rng = np.random.default_rng(0)
     x = {k: rng.standard_normal((1, k)).astype(np.float32) for k in {i for _, i in LAYER_SHAPES}}
-    f32 = [rng.standard_normal((i, o)).astype(np.float32) for o, i in LAYER_SHAPES] * layers
+    # every layer its own matrices, as the kernels below get: both sides read as many distinct
+    # bytes as a real step does (the same matrices again would be read from cache)
+    f32 = [rng.standard_normal((i, o), dtype=np.float32) for _ in range(layers)
+           for o, i in LAYER_SHAPES]
 
     def numpy_step() -> None:
         for w_t in f32:
@@ -148,7 +160,7 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
         mats = [pack(random_matrix(t, o, i, rng), t, o, i)
                 for _ in range(layers) for o, i in shapes]
         xs = {i: rng.standard_normal((1, i)).astype(np.float32) for _, i in shapes}
-        nbytes = sum(m.nbytes for m in mats)
+        nbytes = distinct_bytes(mats)
         weights = sum(o * i for o, i in shapes) * layers
         f32_weights = sum(o * i for o, i in LAYER_SHAPES) * layers
 
@@ -159,8 +171,8 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
         steps = [kernel_step, numpy_step]
         isa = integer_isa()
         if isa is not None and t in INTEGER_TYPES:
-            raws = [random_matrix(t, o, i, rng) for o, i in shapes]       # one layer, repeated
-            ints = [pack_integer(r, t, o, i) for r, (o, i) in zip(raws, shapes)] * layers
+            ints = [pack_integer(random_matrix(t, o, i, rng), t, o, i)     # distinct, as above
+                    for _ in range(layers) for o, i in shapes]
 
             def integer_step() -> None:
                 for w in ints:
@@ -173,9 +185,10 @@ def bench_kernels(repeats: int = 5, layers: int = 30) -> list[dict[str, object]]
             "type": type_name(t), "bytes_per_weight": nbytes / weights,
             "file_bytes_per_weight": GGML_BLOCK_SIZES[t][1] / block,
             "MB_read": nbytes / 1e6, "kernel_ms": ours * 1e3, "GB_s": nbytes / ours / 1e9,
-            "numpy_f32_ms": numpy_s * 1e3, "vs_numpy_f32": numpy_s / ours}
+            "numpy_f32_ms": numpy_s * 1e3, "numpy_MB_read": distinct_bytes(f32) / 1e6,
+            "vs_numpy_f32": numpy_s / ours}
         if len(times) == 3:
-            int_bytes = sum(w.nbytes for w in ints)
+            int_bytes = distinct_bytes(ints)
             row_ |= {"integer_isa": isa, "integer_bytes_per_weight": int_bytes / weights,
                      "integer_ms": times[2] * 1e3, "integer_GB_s": int_bytes / times[2] / 1e9,
                      "integer_vs_float": ours / times[2]}

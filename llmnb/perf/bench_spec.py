@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from llmnb.perf.inputs import need_data_dir
-from llmnb.perf.timing import median_times
+from llmnb.perf.timing import MIN_RUNS, Timing, ratio, timed_rounds
 
 IN_A_ROW = 3         # a verify-cost curve's calls per row count and round (the first untimed)
 
@@ -146,9 +146,11 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
     """One prompt on a loaded model: ``llmnb.generate`` (greedy) and ``generate_speculative``
     with `drafters`, one warm-up run of each (the tokens and text must be identical, else a
     RuntimeError), then `repeats` timed rounds alternating plain / speculative
-    (``timing.median_times``). A row: the ratio of the median wall times of the whole calls
-    (prefill + decode), tokens per target forward, accepted and verified draft tokens per
-    drafter, the last speculative result ("result") and the plain one ("reference")."""
+    (``timing.timed_rounds``). A row: the ratio of the median wall times of the whole calls
+    (prefill + decode) and, from ``MIN_RUNS`` rounds on, its range from the quartiles
+    (``timing.ratio``: speedup_low, speedup_high), both ``Timing``s, tokens per target
+    forward, accepted and verified draft tokens per drafter, the last speculative result
+    ("result") and the plain one ("reference")."""
     import llmnb
     from llmnb.ar.speculative import generate_speculative
 
@@ -167,7 +169,10 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
         last[0] = generate_speculative(m, prompt, drafters, max_new_tokens=n, chat=chat,
                                        batch_copies=batch_copies)
 
-    plain_s, spec_s = median_times([plain, speculative], repeats, warmup=0)  # warmed up above
+    plain_t, spec_t = (Timing(tuple(t)) for t in timed_rounds([plain, speculative], repeats,
+                                                              warmup=0))  # warmed up above
+    plain_s, spec_s = plain_t.median, spec_t.median
+    spread = ratio(plain_t, spec_t) if repeats >= MIN_RUNS else None
     r = last[0]
     acc = {d.name: sum(x.accepted[j] for x in r.rounds) for j, d in enumerate(drafters)}
     prop = {d.name: sum(x.proposed[j] for x in r.rounds) for j, d in enumerate(drafters)}
@@ -175,6 +180,9 @@ def time_prompt(m: Any, prompt: str, drafters: list[Any], n: int, chat: bool = T
     speedup = plain_s / spec_s
     return {"prompts": 1, "speedup_geomean": speedup, "speedup_min": speedup,
             "speedup_max": speedup,
+            "speedup_low": spread.low if spread else speedup,      # from the quartiles
+            "speedup_high": spread.high if spread else speedup,
+            "plain_timing": plain_t, "spec_timing": spec_t,
             "plain_tok_s": len(ref.tokens) / plain_s,
             "spec_tok_s": len(ref.tokens) / spec_s,
             "tok_per_fwd": r.tokens_per_forward,
@@ -256,9 +264,11 @@ def bench_spec(repeats: int = 3, threads: list[int] | None = None,
     return rows
 
 
-# float32 (in, out); with the (out, in) copy; with the copy in tiles; GGUF blocks; GGUF blocks
-# with a dequantized batch copy
-PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized-float", "quantized-float+W@X.T")
+# float32 (in, out); with the (out, in) copy; with the copy in tiles; GGUF blocks (the integer
+# kernels where the CPU has them), and with a dequantized batch copy; the float kernels on GGUF
+# blocks, and with a dequantized batch copy
+PATHS = ("X@W", "W@X.T", "tiles", "quantized", "quantized+W@X.T", "quantized-float",
+         "quantized-float+W@X.T")
 
 
 def verify_costs(model: str = "smollm2-135m", threads: int = 1,
@@ -273,7 +283,8 @@ def verify_costs(model: str = "smollm2-135m", threads: int = 1,
     COPY_ROWS rows on), "tiles" (with the copies in 64-output tiles, ``use_batch_copies``'s default:
     ``llmnb.kernels.floats``' few-row kernel from TILED_ROWS up to TILED_MAX rows, X @ W.T
     beyond), "quantized" (``weights="quantized"``: the integer products, ``llmnb.kernels.integer``,
-    where the CPU has them), "quantized-float" (the float kernels' few-row products, then
+    where the CPU has them; "quantized+W@X.T" with a dequantized batch copy, W @ X.T from
+    COPY_ROWS_QUANTIZED rows on), "quantized-float" (the float kernels' few-row products, then
     dequantize + sgemm from DENSE_ROWS rows on) and "quantized-float+W@X.T" (the same with a
     dequantized batch copy, W @ X.T from COPY_ROWS_QUANTIZED rows on; T = 1 is the quantized
     decode step)."""
@@ -300,39 +311,79 @@ def verify_cost_curve(m: Any, rows: tuple[int, ...], batch_copies: bool, repeats
                       context: int = 150, tiles: bool = False) -> list[float]:
     """Median seconds of ``llmnb.ar.speculative_verify.verify`` over `rows[i]` rows (the root
     and one branch) after `context` cached tokens on a loaded model (for one row, a plain
-    decode step: the forward ``generate`` runs per token, at the same context), with its batch copy
-    (``Transformer.use_batch_copies``: (out, in), or with `tiles` float32 weights in tiles; a
-    dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
-    step on the same weights. The row counts take turns, IN_A_ROW calls each per round, the
-    first of them untimed. The model is left without the batch copy."""
+    decode step: the forward ``generate`` runs per token, at the same context), with its batch
+    copy (``Transformer.use_batch_copies``: (out, in), or with `tiles` float32 weights in tiles;
+    a dequantized (out, in) one for quantized weights) or without; rows[0] should be 1, a plain
+    step on the same weights (``verify_cost_timings`` measures them)."""
+    step, batches = verify_cost_timings({"": (m, batch_copies, tiles)}, rows, repeats,
+                                        context)[""]
+    return [step.median if t == 1 else b.median for t, b in zip(rows, batches)]
+
+
+def batch_pass(tr: Any, cache: Any, t: int) -> None:
+    """A verify batch of `t` rows, the root and one branch of t - 1 drafted tokens, through
+    ``verify``'s batch path (the tree's mask and positions, logits for every row) for every
+    `t`, one row included: ``verify`` sends a lone root through the plain decode step instead,
+    another path, so a curve in units of that step mixes two paths at T = 1 and 2."""
+    import numpy as np
+
+    from llmnb.ar.speculative_verify import token_tree
+
+    tree = token_tree([list(range(2, 1 + t))] if t > 1 else [])
+    tree.tokens[0] = 1
+    positions, mask = tree.layout(cache.length)
+    h = tr.hidden(np.asarray(tree.tokens, dtype=np.int64), start=cache.length, cache=cache,
+                  causal=False, key_mask=mask, positions=positions)         # (t, d)
+    tr.logits(h)                                                            # (t, vocab)
+    cache.commit()
+
+
+def verify_cost_timings(ways: dict[str, tuple[Any, bool, bool]], rows: tuple[int, ...],
+                        repeats: int = 5, context: int = 150,
+                        in_a_row: int = IN_A_ROW) -> dict[str, tuple[Timing, list[Timing]]]:
+    """What a verify batch costs, each way of multiplying timed in the same rounds: `ways` maps
+    a name to (a loaded model, its batch copies on, in tiles); each model gets that copy
+    (``Transformer.use_batch_copies``; give each way its own model object). Per way: the
+    ``Timing`` of a plain decode step (the forward ``generate`` runs per token) and of a
+    ``batch_pass`` of each of `rows` rows, all after `context` cached tokens. Every round runs
+    every way and row count in turn, each as `in_a_row` calls of which the first is not timed
+    (a batch timed right after a batch of its kind): a slow stretch of a shared machine falls on
+    all of them alike. The models are left without their batch copies."""
     import numpy as np
 
     from llmnb.ar.kv_cache import KVCache
-    from llmnb.ar.speculative_verify import verify
-    tr = m.transformer
-    tr.use_batch_copies(batch_copies, quantized=True, tiles=tiles)
-    cache = KVCache(m.config, context + max(rows))
-    tr.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size, cache=cache,
-               last_only=True)
-    cache.commit()
 
-    def batch(t: int) -> Callable[[], None]:
+    caches = {}
+    for name, (m, copies, tiles) in ways.items():
+        m.transformer.use_batch_copies(copies, quantized=True, tiles=tiles)
+        cache = KVCache(m.config, context + max(rows))
+        m.transformer.forward(np.arange(context, dtype=np.int64) % m.config.vocab_size,
+                              cache=cache, last_only=True)
+        cache.commit()
+        caches[name] = cache
+
+    def call(name: str, t: int) -> Callable[[], None]:
+        tr, cache = ways[name][0].transformer, caches[name]
+
         def run() -> None:
-            if t == 1:            # what ``generate`` spends per token: one decode step's forward
-                tr.forward(np.ones(1, dtype=np.int64), start=context, cache=cache, last_only=True)
+            if t == 0:            # what ``generate`` spends per token: one decode step's forward
+                tr.forward(np.ones(1, dtype=np.int64), start=context, cache=cache,
+                           last_only=True)
                 cache.commit()
             else:
-                verify(tr, cache, 1, [list(range(2, 1 + t))])   # the root and one branch
+                batch_pass(tr, cache, t)
             cache.truncate(context)
         return run
 
-    # every row count in turn each round (a slow stretch of a shared machine falls on all of
-    # them alike, not on one row count's whole series), each as IN_A_ROW calls of which the
-    # first is not timed: a decode step timed right after a decode step, as ``generate`` runs
-    # them, a batch after a batch
-    secs = median_times([batch(t) for t in rows], repeats, in_a_row=IN_A_ROW)
-    tr.use_batch_copies(False)
-    return secs
+    order = [(name, t) for name in ways for t in (0, *rows)]     # t = 0: the plain step
+    secs = timed_rounds([call(name, t) for name, t in order], repeats, in_a_row=in_a_row)
+    for m, _, _ in ways.values():
+        m.transformer.use_batch_copies(False)
+    out: dict[str, tuple[Timing, list[Timing]]] = {}
+    for name in ways:
+        got = [Timing(tuple(s)) for (n, _), s in zip(order, secs) if n == name]
+        out[name] = got[0], got[1:]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

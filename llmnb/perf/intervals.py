@@ -115,8 +115,16 @@ class Paired:
         points = f"{100 * gain / self.n:+.1f}" if gain else "0.0"
         return (f"{self.other_valid}/{self.n} against {self.ref_valid}/{self.n}: "
                 f"{self.only_ref} lost, {self.only_other} gained, difference {points} points "
-                f"[{100 * self.low:.1f}, {100 * self.high:.1f}], p = {self.p_value:.2f}: "
+                f"[{100 * self.low:.1f}, {100 * self.high:.1f}], {p_text(self.p_value)}: "
                 f"{self.verdict} (margin {100 * self.margin:g} points)")
+
+
+def p_text(p: float) -> str:
+    """A p-value as printed: two decimals, or "p < 0.001" / "p = 0.004" where two decimals
+    would print a small one as 0.00."""
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
 
 
 def paired(reference: Sequence[bool], other: Sequence[bool], margin: float = MARGIN) -> Paired:
