@@ -107,6 +107,24 @@ def test_ladder_rows_are_relative_to_the_reference(tmp_path: Path) -> None:
         assert r["verdict"] in ("keeps", "loses", "cannot tell") and r["margin"] == 5
 
 
+def test_ladder_can_keep_the_answer_families_or_the_rule_families(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in (ROOT / "data" / "eval" / "tiny_heldout.jsonl").open()]
+    answer = [r for r in rows if "answers" in r or "answer" in r][:2]
+    rule = [r for r in rows if "rule" in r][:3]
+    path = write(tmp_path, answer + rule)
+    groups = {p.checked_by for p in read_heldout(path)}
+    assert groups == {"answers", "rule"}
+    counts = {}
+    for checked_by in (None, "answers", "rule"):
+        out = ladder_worker(str(MODELS / "tiny-dream.gguf"), str(path), 0, ["one step"],
+                            checked_by=checked_by)
+        counts[checked_by] = sum(r["prompts"] for r in out if r["method"] == REFERENCE)
+    assert counts == {None: 5, "answers": 2, "rule": 3}
+    with pytest.raises(UsageError, match="checked_by"):
+        ladder_worker(str(MODELS / "tiny-dream.gguf"), str(path), 0, ["one step"],
+                      checked_by="answer")
+
+
 def paired_row(method: str, lost: int, gained: int, **kw: object) -> dict[str, object]:
     """A ladder row on 100 multi-answer prompts paired with a reference valid on 80."""
     p = paired_table(80 - lost, lost, gained, 20 - gained)

@@ -80,16 +80,18 @@ def training_free(method: str) -> bool:
 
 
 def ladder_worker(model_path: str, heldout: str, per_kind: int,
-                  methods: list[str] | None = None, only: str = "") -> list[dict[str, Any]]:
+                  methods: list[str] | None = None, only: str = "",
+                  checked_by: str | None = None) -> list[dict[str, Any]]:
     """One tiny diffusion model, 1 thread: each method on up to `per_kind` prompts of each
-    kind (all of them when `per_kind` <= 0; of kind `only` alone when given), the reference
+    kind (all of them when `per_kind` <= 0; of kind `only` alone when given; of the families
+    whose validity is `checked_by` alone when given: "answers" or "rule"), the reference
     first; rows of figures."""
     if only and only not in KINDS:
         raise UsageError(f"bench ladder: only={only!r}; expected one of {', '.join(KINDS)}")
     names = [REFERENCE] + [n for n in (methods or list(METHODS)) if n != REFERENCE]
     settings = {n: BASE | METHODS[n] for n in names}
     rows: list[dict[str, Any]] = []
-    for m, kind, chosen in kinds(model_path, heldout, per_kind, BASE):
+    for m, kind, chosen in kinds(model_path, heldout, per_kind, BASE, checked_by):
         if only and kind != only:
             continue
         tallies, _ = run_settings(m, chosen, settings, {n: REFERENCE for n in names})

@@ -275,16 +275,18 @@ class Tally:
                 "verdict": p.verdict, "margin": 100 * p.margin}
 
 
-def kinds(model_path: str, heldout: str, per_kind: int,
-          warm_up: dict[str, Any]) -> Iterator[tuple[Model, str, list[Prompt]]]:
+def kinds(model_path: str, heldout: str, per_kind: int, warm_up: dict[str, Any],
+          checked_by: str | None = None) -> Iterator[tuple[Model, str, list[Prompt]]]:
     """The model (loaded once, one thread, warmed up by one run with `warm_up`) and up to
-    `per_kind` prompts of each kind that the file has (all of them when `per_kind` <= 0)."""
+    `per_kind` prompts of each kind that the file has (all of them when `per_kind` <= 0); of
+    every family, or only those whose validity is `checked_by` ("answers" or "rule"; see
+    ``spread``)."""
     prompts = read_heldout(Path(heldout))
     with threads(1):
         m = load(model_path)
         diffuse(m, prompts[0].prompt, **warm_up)
         for kind in KINDS:
-            chosen = spread(prompts, kind, per_kind)
+            chosen = spread(prompts, kind, per_kind, checked_by)
             if chosen:
                 yield m, kind, chosen
 
