@@ -4,13 +4,15 @@ embedded tiny models and the fixtures, in a few minutes (``make test`` runs ever
 
 A test needs them when it, or a fixture or helper of its module that it names, reaches
 ``real_models.hub_model`` / ``llama_cpp_vocab`` or ``llmnb.hub.path`` / ``pull``: read from
-each module's syntax tree once, following names within the module. The notebook bite test
+each module's syntax tree once, following names within the module and the helpers it imports
+from another test module. The notebook bite test
 runs the notebooks, which load SmolLM2, and is marked whole.
 """
 from __future__ import annotations
 
 import ast
 import inspect
+import sys
 from types import ModuleType
 
 import pytest
@@ -46,6 +48,13 @@ def needing(module: ModuleType) -> set[str]:
         uses = {f.name: _called(f) for f in tree.body
                 if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
         found = {f for f, names in uses.items() if "@gate" in names}
+        _needing[name] = found                                 # (an import circle stops here)
+        for node in tree.body:                                 # helpers from another test module
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("test_"):
+                other = sys.modules.get(node.module or "")
+                if other is not None:
+                    found |= {a.asname or a.name for a in node.names
+                              if a.name in needing(other)}
         grew = True
         while grew:
             more = {f for f, names in uses.items() if f not in found and names & found}

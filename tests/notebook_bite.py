@@ -209,6 +209,16 @@ def _quantize_as_q8(f: Callable[..., Any], src: Any, out: Any, ftype: str, *rest
     return f(src, out, "Q8_0", *rest)                  # the type asked for ignored
 
 
+def _speed_by_medians(f: Callable[..., Any], before: Any, after: Any) -> str:
+    r = before.median / after.median
+    return "faster" if r > 1 else "slower" if r < 1 else "the same"
+
+
+def _against_by_median(f: Callable[..., Any], measured: Any, expected: float, what: str) -> str:
+    return ("more than expected" if measured.median > expected else
+            "less than expected" if measured.median < expected else "as expected")
+
+
 def _bytes_keys_only(f: Callable[..., Any], *a: Any, **k: Any) -> int:
     return int(f(*a, **k)) // 2                        # values forgotten
 
@@ -363,6 +373,10 @@ BITES: list[Bite] = [
          'scores every position under rule="half"'),
     Bite("02_quantization", 'pkg = dequantize(block, "Q4_0", (32,))',
          "llmnb.quant.formats:dequantize", scaled(1.001), "values 0.1% too large"),
+    Bite("02_quantization", "before = runs(10.0, 10.3", "llmnb.perf.timing:speed_verdict",
+         instead(_speed_by_medians), "calls any ratio of the medians above 1 faster"),
+    Bite("02_quantization", "before = runs(10.0, 10.3", "llmnb.perf.timing:against",
+         instead(_against_by_median), "sets the median alone against the prediction"),
     Bite("05_generation", "per_token = KVCache.bytes_for(c, 1)",
          "llmnb.ar.kv_cache:KVCache.bytes_for", instead(_bytes_keys_only), "counts the keys only"),
     Bite("08_roofline", "decode = rl.ar_decode(c, 4.0, context=40)",

@@ -26,6 +26,8 @@ this worktree first on its path), fed each held-out line and decoded text. Every
     nice -n 19 $PY tools/probe_rules.py ar --families copy,reverse --cpu-minutes 15
     nice -n 19 $PY tools/probe_rules.py llada --families copy,reverse --cpu-minutes 15
     nice -n 19 $PY tools/probe_rules.py ar --diagnose      # token counts, overlaps, lengths only
+    $PY tools/probe_rules.py table /work/probe-out/ar-copy-reverse.csv   # the curve as a table
+    $PY tools/probe_rules.py errors /work/probe-out/ar-copy-reverse.pt   # misses by length, item
 
 Outputs go to ``--out`` (default /work/probe-out, outside the repository): ``<tag>.csv`` (the
 curve), ``<tag>.json`` (settings, diagnostics, final figures, the first misses per family) and
@@ -417,6 +419,63 @@ def diagnose(tok: Any, examples: list[Example], held: dict[str, list[HeldOut]],
 
 # ================================================================================================
 
+def errors(weights: Path) -> dict[str, Any]:
+    """Where a probe's final model (``<tag>.pt`` beside ``<tag>.json``) goes wrong, per family:
+    exact answers by list length, and the first wrong item (by its place in the answer)
+    on the misses, with the decoding and shape of the run."""
+    from tokenizers import Tokenizer
+
+    report = json.loads(weights.with_suffix(".json").read_text())
+    st = report["settings"]
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    model = TinyLlama(tok.get_vocab_size(), Shape(**report["shape"]), st["kind"] == "ar")
+    model.load_state_dict(torch.load(weights))
+    model.eval()
+    out: dict[str, Any] = {}
+    for family in st["families"].split(","):
+        rows = [e for e in read_heldout() if e.family == family]
+        prompts = [tok.encode(chatml(e.prompt)).ids for e in rows]
+        decoded = (greedy(model, prompts, st["max_new"]) if st["kind"] == "ar" else
+                   low_confidence(model, prompts, st["canvas"], st["eval_steps"]))
+        by_len: dict[int, list[int]] = {}
+        first_wrong: dict[str, int] = {}
+        for e, d in zip(rows, decoded):
+            got, want = answer_text(tok, d).strip().split(", "), e.answer.split(", ")
+            c = by_len.setdefault(len(want), [0, 0])
+            c[0] += got == want
+            c[1] += 1
+            if got != want:
+                i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                         min(len(got), len(want)))
+                key = f"item {i + 1}" if i < len(want) else "extra items"
+                first_wrong[key] = first_wrong.get(key, 0) + 1
+        out[family] = {"exact_by_items": {n: f"{a}/{b}" for n, (a, b) in sorted(by_len.items())},
+                       "first_wrong_item": dict(sorted(first_wrong.items()))}
+    return out
+
+
+def curve_table(path: Path, rows: int) -> str:
+    """A curve CSV as a markdown table: up to `rows` checkpoints evenly spread (the first and
+    the last always), CPU minutes, step, loss and each family's valid/total."""
+    with path.open() as fh:
+        curve = list(csv.DictReader(fh))
+    families = [k[:-len("_valid")] for k in curve[0] if k.endswith("_valid")]
+    n = len(curve)
+    k = min(rows, n)
+    picks = sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(k)})
+    head = ["training CPU min", "step", "train loss"] + [
+        f"{f} valid (answer loss)" for f in families]
+    lines = [f"`{path.name}`", "", "| " + " | ".join(head) + " |",
+             "|" + "---:|" * len(head)]
+    for i in picks:
+        r = curve[i]
+        cells = [f"{float(r['cpu_seconds']) / 60:.1f}", r["step"], r["loss"]]
+        cells += [f"{r[f + '_valid']}/{r[f + '_total']} ({r[f + '_answer_loss']})"
+                  for f in families]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def parse_mix(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for part in text.split(","):
@@ -429,7 +488,9 @@ def parse_mix(text: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("kind", choices=["ar", "llada"])
+    ap.add_argument("kind", choices=["ar", "llada", "table", "errors"])
+    ap.add_argument("curves", nargs="*", type=Path, help="table: curve CSVs to print; "
+                    "errors: probe weights (<tag>.pt) to examine")
     ap.add_argument("--families", default="copy,reverse",
                     help="rule families evaluated (held-out prompts of each)")
     ap.add_argument("--mix", default="", help="training mix, e.g. copy=0.4,reverse=0.4,"
@@ -458,8 +519,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--validity-python", default=DEFAULT_VALIDITY_PYTHON)
     ap.add_argument("--diagnose", action="store_true", help="print the diagnostics and stop")
+    ap.add_argument("--rows", type=int, default=8, help="table: checkpoints shown at most")
     args = ap.parse_args(argv)
+    if args.kind == "table":
+        for path in args.curves:
+            print(curve_table(path, args.rows))
+        return 0
     from tokenizers import Tokenizer
+    if args.kind == "errors":
+        for path in args.curves:
+            print(json.dumps(errors(path), indent=1))
+        return 0
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -526,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         fh.flush()
         report["curve"].append(dict(zip(fields, row)))
         print("  " + "  ".join(f"{k}={v}" for k, v in zip(fields, row)), file=sys.stderr)
+        for f in families:
+            for m in res[f]["misses"][:2]:
+                print(f"    {f} miss: {m['prompt']!r} -> {m['got']!r}", file=sys.stderr)
         losses.clear()
         return res
 
