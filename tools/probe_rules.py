@@ -53,9 +53,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tiny_corpus import (RULE_FAMILIES, RULE_TEMPLATES, SEED, SYSTEM, SYSTEM_FRACTION, Example,
-                         HeldOut, chatml, draw_instance, heldout_instances, item_tokens,
-                         read_heldout, training_examples)
+from tiny_corpus import (RULE_FAMILIES, RULE_ITEMS, RULE_TEMPLATES, SEED, SYSTEM,
+                         SYSTEM_FRACTION, Example, HeldOut, RuleInstance, chatml, draw_instance,
+                         heldout_instances, item_tokens, read_heldout, training_examples)
 
 REPO = Path(__file__).resolve().parents[1]
 TOKENIZER_PATH = REPO / "data" / "models" / "tiny-tokenizer.json"
@@ -174,11 +174,13 @@ class TinyLlama(nn.Module):
 # Data: the probe's mix, encoded once
 # ================================================================================================
 
-def probe_examples(n: int, weights: dict[str, float], seed: int) -> list[Example]:
+def probe_examples(n: int, weights: dict[str, float], seed: int,
+                   lengths: tuple[int, int] | None = None) -> list[Example]:
     """`n` training examples: each family drawn by `weights` (rule families by
     ``tiny_corpus``'s generator, never a held-out instance, phrasings from ``RULE_TEMPLATES``,
     30% with the system prompt; "answers" = an example of the answer families,
-    ``training_examples(rules=False)``)."""
+    ``training_examples(rules=False)``). `lengths` (lowest, highest) redraws the list length of
+    copy, reverse and alphabetical instances, whose generator draws 3-5 items."""
     rng = random.Random(seed)
     held = {inst for inst, _ in heldout_instances()}
     answers = training_examples(max(1, int(n * weights.get("answers", 0)) + 16), rules=False)
@@ -196,6 +198,13 @@ def probe_examples(n: int, weights: dict[str, float], seed: int) -> list[Example
         inst = draw_instance(family, rng)
         while inst in held:
             inst = draw_instance(family, rng)
+        if lengths is not None and family in ("copy", "reverse", "alphabetical"):
+            while True:
+                items = tuple(rng.sample(RULE_ITEMS, rng.randint(*lengths)))
+                inst = RuleInstance(family, items)
+                if inst not in held and (family != "alphabetical"
+                                         or list(items) != sorted(items)):
+                    break
         system = SYSTEM if rng.random() < SYSTEM_FRACTION else None
         out.append(Example(family, rng.choice(RULE_TEMPLATES[family]).format(**inst.fields()),
                            inst.answer(rng), system, inst))
@@ -515,6 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new", type=int, default=24, help="ar: greedy tokens at most")
     ap.add_argument("--examples", type=int, default=60000, help="training draws encoded")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--lengths", default="", help="list lengths LOW-HIGH for copy, reverse and "
+                    "alphabetical training draws (default: the generator's 3-5)")
+    ap.add_argument("--init", type=Path, help="start from a probe's weights (<tag>.pt) of the "
+                    "same kind and shape instead of random weights")
     ap.add_argument("--tag", default="", help="output name (default: kind + families)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--validity-python", default=DEFAULT_VALIDITY_PYTHON)
@@ -543,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     tag = args.tag or f"{args.kind}-{'-'.join(families)}"
     tok = Tokenizer.from_file(str(TOKENIZER_PATH))
     held = {f: [e for e in read_heldout() if e.family == f] for f in families}
-    examples = probe_examples(args.examples, weights, args.seed)
+    lengths = (tuple(int(x) for x in args.lengths.split("-")) if args.lengths else None)
+    examples = probe_examples(args.examples, weights, args.seed,
+                              (lengths[0], lengths[1]) if lengths else None)
     data = encode(tok, examples)
     diag = diagnose(tok, examples, held, data)
     print(json.dumps(diag, indent=1), file=sys.stderr)
@@ -551,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     shape = Shape(args.hidden, args.layers, args.heads, args.kv_heads, args.ffn)
     model = TinyLlama(tok.get_vocab_size(), shape, causal=args.kind == "ar")
+    if args.init:
+        model.load_state_dict(torch.load(args.init))
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.ndim >= 2]
     other = [p for p in model.parameters() if p.ndim < 2]
