@@ -268,15 +268,15 @@ def swiglu_halves(gu: F32, out: F32 | None = None) -> F32:
     as it comes, into `out` (T, ff) if given: one compiled pass (``rowwise.swiglu``: its exp is
     a vectorized polynomial, within a few units in the last place of numpy's; many rows split
     between numba's threads). Every row is the same bits however many rows come with it."""
-    # the compiled kernel by its module's name: imported as ``swiglu`` it would shadow this
-    # module's ``swiglu``, and the compiled build then freed the array it returned while the
-    # caller still held it (its memory came back from the next allocation)
-    from llmnb.kernels import rowwise
+    # imported under another name: as ``swiglu`` it would shadow this module's ``swiglu``, and
+    # the compiled build then freed the array it returned while the caller still held it (its
+    # memory came back from the next allocation)
+    from llmnb.kernels.rowwise import swiglu as swiglu_kernel
 
     gu = np.ascontiguousarray(gu, dtype=np.float32)
     t, n = gu.shape[0], gu.shape[1] // 2
     y = np.empty((t, n), np.float32) if out is None else out
-    return rowwise.swiglu(gu, y)
+    return swiglu_kernel(gu, y)
 
 
 # --- Gemma 3's pieces (Gemma Team 2025; llama.cpp's llm_build_gemma3) -------------------------
