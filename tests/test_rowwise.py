@@ -1,6 +1,8 @@
 """The compiled per-row steps' exp and SwiGLU (``llmnb.kernels.rowwise``) against float64."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,19 @@ def test_rows_split_between_threads_are_the_bits_of_the_rows_on_one_thread() -> 
     if config.NUMBA_NUM_THREADS >= 2:
         with llmnb.threads(2):
             assert rw.split(rw.PARALLEL_ROWS) == 2 and rw.split(rw.PARALLEL_ROWS - 1) == 1
+
+
+def test_swiglu_hands_back_an_array_of_its_own_that_later_calls_leave_alone() -> None:
+    """After a model and the held-out set are loaded (the state in which the compiled build once
+    freed the array it returned), each result keeps its own memory and its values."""
+    import llmnb
+    from llmnb.perf.heldout import read_heldout
+
+    root = Path(__file__).resolve().parents[1]
+    llmnb.load(root / "data" / "models" / "tiny-llada.gguf")
+    read_heldout(root / "data" / "eval" / "tiny_heldout.jsonl")
+    x = np.random.default_rng(2).standard_normal((68, 160)).astype(np.float32)
+    results = [swiglu(x * k, x) for k in range(1, 9)]
+    for k, y in enumerate(results, 1):
+        np.testing.assert_array_equal(y, swiglu_halves(np.concatenate([x * k, x], axis=1)))
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(results) for b in results[i + 1:])
