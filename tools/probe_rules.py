@@ -22,14 +22,14 @@ this worktree first on its path), fed each held-out line and decoded text. Every
 ``nice 19`` with one torch thread; budgets and the curve count CPU time
 (``time.process_time``), not wall time; ``--wall-minutes`` stops a run early on a busy machine.
 
-    PY=/work/torchvenv/bin/python
+    PY=path/to/a/venv/with/torch/bin/python     # torch (CPU), numpy, tokenizers
     nice -n 19 $PY tools/probe_rules.py ar --families copy,reverse --cpu-minutes 15
     nice -n 19 $PY tools/probe_rules.py llada --families copy,reverse --cpu-minutes 15
     nice -n 19 $PY tools/probe_rules.py ar --diagnose      # token counts, overlaps, lengths only
-    $PY tools/probe_rules.py table /work/probe-out/ar-copy-reverse.csv   # the curve as a table
-    $PY tools/probe_rules.py errors /work/probe-out/ar-copy-reverse.pt   # misses by length, item
+    $PY tools/probe_rules.py table /tmp/llmnb-probe/ar-copy-reverse.csv   # the curve as a table
+    $PY tools/probe_rules.py errors /tmp/llmnb-probe/ar-copy-reverse.pt   # misses by length, item
 
-Outputs go to ``--out`` (default /work/probe-out, outside the repository): ``<tag>.csv`` (the
+Outputs go to ``--out`` (default /tmp/llmnb-probe, outside the repository): ``<tag>.csv`` (the
 curve), ``<tag>.json`` (settings, diagnostics, final figures, the first misses per family) and
 ``<tag>.pt`` (the final weights; probes' models are not kept in the repository).
 """
@@ -60,13 +60,14 @@ from tiny_corpus import (RULE_FAMILIES, RULE_ITEMS, RULE_TEMPLATES, SEED, SYSTEM
 REPO = Path(__file__).resolve().parents[1]
 TOKENIZER_PATH = REPO / "data" / "models" / "tiny-tokenizer.json"
 ENDOFTEXT, IM_START, IM_END, MASK = range(4)    # tiny_tokenizer.py's special ids
-DEFAULT_OUT = Path("/work/probe-out")
-DEFAULT_VALIDITY_PYTHON = "/work/main/.venv/bin/python"
+DEFAULT_OUT = Path("/tmp/llmnb-probe")          # outside the repository, as train_tiny.py's --work
+DEFAULT_VALIDITY_PYTHON = str(REPO / ".venv" / "bin" / "python")   # llmnb's own venv (make setup)
 
 
 @dataclass(frozen=True)
 class Shape:
-    """tiny-ar's shape (data/models/README.md)."""
+    """tiny-ar's shape (data/models/README.md; train_tiny.py's ``Shape``, which this venv cannot
+    import: train_tiny.py imports llmnb at its top)."""
 
     hidden: int = 160
     layers: int = 4
